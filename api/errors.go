@@ -1,0 +1,129 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// statusOf maps the model's sentinel errors to HTTP: the one place where
+// that happens.
+func statusOf(err error) (int, string) {
+	switch {
+	case errors.Is(err, model.ErrInvalid):
+		return http.StatusBadRequest, wire.CodeInvalid
+	case errors.Is(err, model.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, wire.CodeTooLarge
+	case errors.Is(err, model.ErrUnauthorized):
+		return http.StatusUnauthorized, wire.CodeUnauthorized
+	case errors.Is(err, model.ErrForbidden):
+		return http.StatusForbidden, wire.CodeForbidden
+	case errors.Is(err, model.ErrNotFound):
+		return http.StatusNotFound, wire.CodeNotFound
+	case errors.Is(err, model.ErrInvalidTransition):
+		return http.StatusConflict, wire.CodeInvalidTransition
+	case errors.Is(err, model.ErrLeaseLost):
+		return http.StatusConflict, wire.CodeLeaseLost
+	case errors.Is(err, model.ErrConflict):
+		return http.StatusConflict, wire.CodeConflict
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, wire.CodeUnavailable
+	}
+	return http.StatusInternalServerError, wire.CodeInternal
+}
+
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := statusOf(err)
+	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: err.Error()}}
+	var me *model.Error
+	if errors.As(err, &me) {
+		body.Error.Message, body.Error.Field = me.Message, me.Field
+	}
+	if status == http.StatusInternalServerError {
+		// Internal details stay in the log, not in the response.
+		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		body.Error.Message = "internal error"
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// decode reads a JSON body strictly: unknown fields, wrong types, trailing
+// data and oversize bodies are errors naming what to fix. An empty body
+// decodes as {} when optional is set.
+func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &model.Error{Kind: model.ErrTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", a.maxBody)}
+		}
+		return model.Invalid("", "cannot read request body: "+err.Error())
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return model.Invalid("", "request body is required (JSON object)")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return model.Invalid("", "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// jsonError turns encoding/json's errors into ones that name the field.
+func jsonError(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return model.Invalid("", fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se))
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return model.Invalid(field, fmt.Sprintf("wrong type: got JSON %s, want %s", te.Value, goTypeName(te.Type.String())))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return model.Invalid(name, "unknown field")
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return model.Invalid("", "malformed JSON: unexpected end of input")
+	}
+	return model.Invalid("", "malformed JSON: "+err.Error())
+}
+
+func goTypeName(t string) string {
+	switch {
+	case strings.Contains(t, "int"), strings.Contains(t, "float"):
+		return "number"
+	case t == "string", strings.HasSuffix(t, "State"), strings.HasSuffix(t, "Role"), strings.HasSuffix(t, "Status"):
+		return "string"
+	case t == "bool":
+		return "boolean"
+	case strings.HasPrefix(t, "[]"):
+		return "array"
+	}
+	return "object"
+}

@@ -1,0 +1,64 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+func (a *API) events(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	q := wire.EventQuery{Owner: r.URL.Query().Get("owner")}
+	var err error
+	if q.After, err = queryInt(r, "after"); err != nil {
+		return err
+	}
+	if q.Limit, err = queryLimit(r); err != nil {
+		return err
+	}
+	res, err := a.svc.Events(r.Context(), who, q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) scheduled(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	limit, err := queryLimit(r)
+	if err != nil {
+		return err
+	}
+	res, err := a.svc.Scheduled(r.Context(), who, r.URL.Query().Get("recipient"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) flushScheduled(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	var req wire.FlushRequest
+	if err := a.decode(w, r, &req, true); err != nil {
+		return err
+	}
+	res, err := a.svc.FlushScheduled(r.Context(), who, &req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) createToken(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	var req wire.TokenRequest
+	if err := a.decode(w, r, &req, false); err != nil {
+		return err
+	}
+	res, err := a.svc.CreateToken(r.Context(), who, &req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}

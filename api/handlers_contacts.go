@@ -1,0 +1,126 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+func (a *API) setReceipt(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	var req wire.ReceiptRequest
+	if err := a.decode(w, r, &req, false); err != nil {
+		return err
+	}
+	res, err := a.svc.SetReadState(r.Context(), who, &req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) listReceipts(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	q := wire.ReceiptQuery{MsgID: r.URL.Query().Get("msg_id"), GroupID: r.URL.Query().Get("group_id"),
+		Reader: r.URL.Query().Get("reader")}
+	var err error
+	if q.Limit, err = queryLimit(r); err != nil {
+		return err
+	}
+	res, err := a.svc.ListReceipts(r.Context(), who, q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) setSubscribers(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	group, err := pathDID(r, "group")
+	if err != nil {
+		return err
+	}
+	var req wire.SubscribersRequest
+	if err := a.decode(w, r, &req, false); err != nil {
+		return err
+	}
+	res, err := a.svc.SetSubscribers(r.Context(), who, group, req.Subscribers)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) getSubscribers(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	group, err := pathDID(r, "group")
+	if err != nil {
+		return err
+	}
+	res, err := a.svc.Subscribers(r.Context(), who, group)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) block(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	return a.setBlock(w, r, who, true)
+}
+
+func (a *API) unblock(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	return a.setBlock(w, r, who, false)
+}
+
+func (a *API) setBlock(w http.ResponseWriter, r *http.Request, who model.Identity, on bool) error {
+	res, err := a.svc.Block(r.Context(), who, r.PathValue("owner"), r.PathValue("did"), on)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) setRoutes(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	var req wire.RoutesRequest
+	if err := a.decode(w, r, &req, false); err != nil {
+		return err
+	}
+	res, err := a.svc.SetRoutes(r.Context(), who, r.PathValue("did"), req.Routes)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) getRoutes(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	did, err := pathDID(r, "did")
+	if err != nil {
+		return err
+	}
+	res, err := a.svc.Routes(r.Context(), who, did)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) conversations(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	owner, err := pathDID(r, "owner")
+	if err != nil {
+		return err
+	}
+	limit, err := queryLimit(r)
+	if err != nil {
+		return err
+	}
+	res, err := a.svc.Conversations(r.Context(), who, owner, limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}

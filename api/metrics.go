@@ -1,0 +1,129 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// Metrics holds msgcenter's Prometheus metrics. It implements core.Metrics
+// for the core's counters and reads gauges (records by box and state,
+// scheduled messages) from the store at scrape time.
+type Metrics struct {
+	reg      *prometheus.Registry
+	claims   *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	dead     *prometheus.CounterVec
+	expired  *prometheus.CounterVec
+	created  *prometheus.CounterVec
+	sched    prometheus.Counter
+	requests *prometheus.HistogramVec
+}
+
+var _ core.Metrics = (*Metrics)(nil)
+
+// NewMetrics creates the metrics on a fresh registry (with Go and process
+// collectors).
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		reg: reg,
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_claims_total",
+			Help: "Records claimed with a lease (get_next)."}, []string{"box"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_retries_total",
+			Help: "Failed attempts put back to wait for a retry."}, []string{"box"}),
+		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_dead_total",
+			Help: "Records that became DEAD."}, []string{"box"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_lease_expired_total",
+			Help: "Leases that expired before an ack."}, []string{"box"}),
+		created: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_records_created_total",
+			Help: "Records created."}, []string{"box"}),
+		sched: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgcenter_scheduled_total",
+			Help: "Delayed messages scheduled."}),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgcenter_http_request_duration_seconds",
+			Help: "HTTP request latency by route and status.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)},
+			[]string{"route", "code"}),
+	}
+	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.sched, m.requests,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// Claimed implements core.Metrics.
+func (m *Metrics) Claimed(b model.BoxKind) { m.claims.WithLabelValues(string(b)).Inc() }
+
+// Retried implements core.Metrics.
+func (m *Metrics) Retried(b model.BoxKind) { m.retries.WithLabelValues(string(b)).Inc() }
+
+// Dead implements core.Metrics.
+func (m *Metrics) Dead(b model.BoxKind) { m.dead.WithLabelValues(string(b)).Inc() }
+
+// LeaseExpired implements core.Metrics.
+func (m *Metrics) LeaseExpired(b model.BoxKind) { m.expired.WithLabelValues(string(b)).Inc() }
+
+// Created implements core.Metrics.
+func (m *Metrics) Created(b model.BoxKind, n int) {
+	m.created.WithLabelValues(string(b)).Add(float64(n))
+}
+
+// Scheduled implements core.Metrics.
+func (m *Metrics) Scheduled() { m.sched.Inc() }
+
+func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// WatchService registers the gauges read from svc at scrape time.
+func (m *Metrics) WatchService(svc *core.Service) {
+	m.reg.MustRegister(&statsCollector{svc: svc,
+		records: prometheus.NewDesc("msgcenter_records", "Records by box kind and state.", []string{"box", "state"}, nil),
+		sched:   prometheus.NewDesc("msgcenter_scheduled", "Delayed messages waiting to come due.", nil, nil),
+	})
+}
+
+// statsCollector counts from the store, at most once per second however
+// often it is scraped, so a busy scraper cannot load the database.
+type statsCollector struct {
+	svc     *core.Service
+	records *prometheus.Desc
+	sched   *prometheus.Desc
+
+	mu    sync.Mutex
+	at    time.Time
+	stats core.Stats
+}
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.records; ch <- c.sched }
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	if time.Since(c.at) > time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if st, err := c.svc.Stats(ctx); err == nil {
+			c.stats, c.at = st, time.Now()
+		}
+		cancel()
+	}
+	st := c.stats
+	c.mu.Unlock()
+	for _, r := range st.Records {
+		ch <- prometheus.MustNewConstMetric(c.records, prometheus.GaugeValue, float64(r.Count), string(r.Box), string(r.State))
+	}
+	ch <- prometheus.MustNewConstMetric(c.sched, prometheus.GaugeValue, float64(st.Scheduled))
+}
+
+func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request, _ model.Identity) error {
+	if a.metrics == nil {
+		return nil
+	}
+	promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	return nil
+}

@@ -1,0 +1,64 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// Helpers that read path and query parameters with errors naming the
+// parameter.
+
+func pathDID(r *http.Request, name string) (string, error) {
+	v := r.PathValue(name)
+	if err := message.CheckDID(name, v, true); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+func pathBox(r *http.Request) (string, model.BoxKind, error) {
+	owner, err := pathDID(r, "owner")
+	if err != nil {
+		return "", "", err
+	}
+	box, err := model.ParseBoxKind(r.PathValue("box"))
+	return owner, box, err
+}
+
+func queryInt(r *http.Request, name string) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, model.Invalid(name, "must be an integer, got "+strconv.Quote(v))
+	}
+	return n, nil
+}
+
+func queryBool(r *http.Request, name string, def bool) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, model.Invalid(name, "must be true or false, got "+strconv.Quote(v))
+	}
+	return b, nil
+}
+
+func queryLimit(r *http.Request) (int, error) {
+	n, err := queryInt(r, "limit")
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 || n > 1000 {
+		return 0, model.Invalid("limit", "must be between 1 and 1000")
+	}
+	return int(n), nil
+}

@@ -1,0 +1,184 @@
+// Package api is msgcenter's HTTP layer: it decodes requests, finds out who
+// is calling, calls the core and encodes the answer. It holds no message
+// logic of its own; the routes it serves are listed once, in routes(), and
+// documented in openapi.yaml (a test keeps the two equal).
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// Options configure the HTTP layer.
+type Options struct {
+	Logger *slog.Logger
+	// Metrics, when set, serves /metrics and times requests.
+	Metrics *Metrics
+	// MaxBodyBytes bounds request bodies (default: the core's message limit
+	// plus room for the envelope).
+	MaxBodyBytes int64
+}
+
+// API serves the /v1 HTTP API over a core.Service.
+type API struct {
+	svc     *core.Service
+	log     *slog.Logger
+	metrics *Metrics
+	maxBody int64
+	mux     *http.ServeMux
+
+	closeOnce sync.Once
+	closing   chan struct{}
+}
+
+// Route is one method and path pattern the API serves.
+type Route struct {
+	Method, Pattern string
+}
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request, who model.Identity) error
+
+type route struct {
+	Route
+	public bool
+	h      handlerFunc
+}
+
+// New builds the HTTP handler.
+func New(svc *core.Service, opts Options) *API {
+	a := &API{svc: svc, log: opts.Logger, metrics: opts.Metrics, maxBody: opts.MaxBodyBytes,
+		mux: http.NewServeMux(), closing: make(chan struct{})}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.maxBody <= 0 {
+		a.maxBody = int64(svc.Config().MaxMessageBytes) + 64<<10
+	}
+	for _, rt := range a.routes() {
+		a.mux.Handle(rt.Method+" "+rt.Pattern, a.wrap(rt))
+	}
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, r, model.NotFound("route "+r.Method+" "+r.URL.Path))
+	})
+	return a
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// Close ends long polls in flight (they answer 204) so a graceful shutdown
+// does not wait for them.
+func (a *API) Close() { a.closeOnce.Do(func() { close(a.closing) }) }
+
+// Routes lists every route the API serves.
+func Routes() []Route {
+	var out []Route
+	for _, rt := range (&API{}).routes() {
+		out = append(out, rt.Route)
+	}
+	return out
+}
+
+func (a *API) routes() []route {
+	r := func(method, pattern string, h handlerFunc) route {
+		return route{Route: Route{method, pattern}, h: h}
+	}
+	return []route{
+		{Route: Route{"GET", "/healthz"}, public: true, h: a.healthz},
+		{Route: Route{"GET", "/metrics"}, public: true, h: a.serveMetrics},
+		r("POST", "/v1/dispatch", a.dispatch),
+		r("POST", "/v1/post_send", a.postSend),
+		r("GET", "/v1/messages/{msg_id}", a.getMessage),
+		r("POST", "/v1/boxes/{owner}/{box}/next", a.next),
+		r("GET", "/v1/boxes/{owner}/{box}/records", a.listRecords),
+		r("GET", "/v1/boxes/{owner}/{box}/sync", a.sync),
+		r("POST", "/v1/boxes/{owner}/{box}/redrive", a.redriveBox),
+		r("GET", "/v1/records/{record_id}", a.getRecord),
+		r("POST", "/v1/records/{record_id}/state", a.setState),
+		r("POST", "/v1/records/{record_id}/delivery", a.reportDelivery),
+		r("POST", "/v1/records/{record_id}/lease", a.extendLease),
+		r("POST", "/v1/records/{record_id}/redrive", a.redrive),
+		r("POST", "/v1/read_receipts", a.setReceipt),
+		r("GET", "/v1/read_receipts", a.listReceipts),
+		r("PUT", "/v1/groups/{group}/subscribers", a.setSubscribers),
+		r("GET", "/v1/groups/{group}/subscribers", a.getSubscribers),
+		r("PUT", "/v1/contacts/{owner}/blocks/{did}", a.block),
+		r("DELETE", "/v1/contacts/{owner}/blocks/{did}", a.unblock),
+		r("PUT", "/v1/routes/{did}", a.setRoutes),
+		r("GET", "/v1/routes/{did}", a.getRoutes),
+		r("GET", "/v1/owners/{owner}/conversations", a.conversations),
+		r("GET", "/v1/events", a.events),
+		r("GET", "/v1/scheduled", a.scheduled),
+		r("POST", "/v1/scheduled/flush", a.flushScheduled),
+		r("POST", "/v1/tokens", a.createToken),
+	}
+}
+
+// wrap authenticates (unless the route is public), times the request and
+// turns a returned error into the JSON error body.
+func (a *API) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		var who model.Identity
+		var err error
+		if !rt.public {
+			who, err = a.svc.Authenticate(r.Context(), bearer(r))
+		}
+		if err == nil {
+			err = rt.h(sw, r, who)
+		}
+		if err != nil {
+			a.writeError(sw, r, err)
+		}
+		if a.metrics != nil {
+			a.metrics.observeRequest(rt.Method+" "+rt.Pattern, sw.status, time.Since(start))
+		}
+	})
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (a *API) healthz(w http.ResponseWriter, r *http.Request, _ model.Identity) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// untilClosing derives a context that also ends when the API is closing.
+func (a *API) untilClosing(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-a.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

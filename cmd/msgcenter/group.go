@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+func newGroupCmd(g *globals) *cobra.Command {
+	cmd := groupCmd("group", "Group subscribers: set, get")
+	cmd.AddCommand(newGroupSetCmd(g), newGroupGetCmd(g))
+	return cmd
+}
+
+func newGroupSetCmd(g *globals) *cobra.Command {
+	var clear bool
+	cmd := &cobra.Command{
+		Use:     "set GROUP DID... | set GROUP --clear",
+		Short:   "Replace a group's subscribers",
+		Example: "  msgcenter group set did:g:team did:x:alice did:x:bob",
+		Args: func(cmd *cobra.Command, a []string) error {
+			switch {
+			case len(a) == 0:
+				return usagef("missing GROUP and subscriber DIDs (usage: %s)", cmd.UseLine())
+			case len(a) == 1 && !clear:
+				return usagef("no subscribers given: list the DIDs after GROUP, or pass --clear to remove them all")
+			case len(a) > 1 && clear:
+				return usagef("--clear removes every subscriber; drop it or drop the DIDs")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			// The call replaces the list, so the positional DIDs are the
+			// complete new membership, not additions.
+			res, err := c.SetSubscribers(cmd.Context(), a[0], splitList(a[1:]))
+			if err != nil {
+				return err
+			}
+			return g.emit(cmd, res, func(w io.Writer) error { return printSubscribers(w, res) })
+		},
+	}
+	cmd.Flags().BoolVar(&clear, "clear", false, "remove every subscriber")
+	return cmd
+}
+
+func newGroupGetCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get GROUP",
+		Short: "List a group's subscribers",
+		Args:  args("GROUP"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.GetSubscribers(cmd.Context(), a[0])
+			if err != nil {
+				return err
+			}
+			return g.emit(cmd, res, func(w io.Writer) error { return printSubscribers(w, res) })
+		},
+	}
+}
+
+func printSubscribers(w io.Writer, r *wire.SubscribersResult) error {
+	fmt.Fprintf(w, "%s: %s\n", r.Group, plural(len(r.Subscribers), "subscriber"))
+	for _, s := range r.Subscribers {
+		fmt.Fprintln(w, s)
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+func newScheduledCmd(g *globals) *cobra.Command {
+	cmd := groupCmd("scheduled", "Delayed messages: list pending ones, flush them now")
+	cmd.AddCommand(newScheduledListCmd(g), newScheduledFlushCmd(g))
+	return cmd
+}
+
+func newScheduledListCmd(g *globals) *cobra.Command {
+	var recipient string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list [--recipient DID]",
+		Short: "List pending delayed messages, soonest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkLimit(limit); err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Scheduled(cmd.Context(), recipient, limit)
+			if err != nil {
+				return err
+			}
+			return g.emit(cmd, res, func(w io.Writer) error {
+				fmt.Fprintf(w, "%d pending\n", res.Count)
+				if len(res.Items) == 0 {
+					return nil
+				}
+				fmt.Fprintln(w)
+				tw := newTable(w, "ID", "OP", "DUE", "MSG_ID", "RECIPIENTS")
+				for _, it := range res.Items {
+					row(tw, it.ID, it.Op, it.ScheduledDeliveryTime, it.MsgID, strings.Join(it.Recipients, ","))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&recipient, "recipient", "", "only messages for this recipient DID")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many, 1..1000 (default: the server's)")
+	return cmd
+}
+
+func newScheduledFlushCmd(g *globals) *cobra.Command {
+	var req wire.FlushRequest
+	cmd := &cobra.Command{
+		Use:   "flush [--recipient DID]",
+		Short: "Deliver pending delayed messages now instead of at their time",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.FlushScheduled(cmd.Context(), &req)
+			if err != nil {
+				return err
+			}
+			return g.emit(cmd, res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "flushed %s\n", plural(res.Flushed, "message"))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&req.Recipient, "recipient", "", "only messages for this recipient DID")
+	return cmd
+}

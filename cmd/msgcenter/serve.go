@@ -1,0 +1,83 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/server"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	var (
+		listen, durability, logLevel, logFormat string
+		maxAttempts, maxMessageBytes            int
+		defaultLease                            time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the msgcenter server (embedded SQLite under --data)",
+		Long: `Run the msgcenter server. With no flags it stores everything in SQLite under
+./msgcenter-data and listens on 127.0.0.1:7420. On first start it writes an
+admin token to <data>/admin.token (mode 0600), which the other commands use
+by default. SIGINT/SIGTERM drain in-flight requests and stop cleanly.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("listen") {
+				if v := g.env("MSGCENTER_LISTEN"); v != "" {
+					listen = v
+				}
+			}
+			log, err := newLogger(logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			if maxAttempts < 1 {
+				return usagef("--max-attempts must be at least 1")
+			}
+			if maxMessageBytes < 1024 {
+				return usagef("--max-message-bytes must be at least 1024")
+			}
+			if defaultLease < time.Second {
+				return usagef("--default-lease must be at least 1s")
+			}
+			return server.Run(cmd.Context(), server.Config{
+				DataDir:    g.DataDir,
+				Listen:     listen,
+				Durability: durability,
+				Logger:     log,
+				Core: core.Config{MaxAttempts: maxAttempts, MaxMessageBytes: maxMessageBytes,
+					DefaultLease: defaultLease},
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", server.DefaultListen, "address to listen on, HOST:PORT (env MSGCENTER_LISTEN)")
+	f.StringVar(&durability, "durability", "normal", "normal: survives a process crash; full: also an OS crash (fsync per commit)")
+	f.IntVar(&maxAttempts, "max-attempts", 3, "failed attempts after which a record is DEAD")
+	f.IntVar(&maxMessageBytes, "max-message-bytes", 1<<20, "largest accepted message (canonical JSON bytes)")
+	f.DurationVar(&defaultLease, "default-lease", 300*time.Second, "lease of a claim that names none")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level must be debug, info, warn or error, got %q", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, usagef("--log-format must be text or json, got %q", format)
+}
+

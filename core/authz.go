@@ -1,0 +1,46 @@
+package core
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// The access rules of DESIGN.md: an identity reads and works only its own
+// boxes (and reads the GROUP_INBOX of groups it subscribes to); admins act
+// for everyone.
+
+func isAdmin(who model.Identity) bool { return who.Role == model.RoleAdmin }
+
+func requireAdmin(who model.Identity, what string) error {
+	if isAdmin(who) {
+		return nil
+	}
+	return model.Forbidden(what + " needs an admin token")
+}
+
+// canAct: may who change records in owner's box?
+func canAct(who model.Identity, owner string) error {
+	if isAdmin(who) || who.DID == owner {
+		return nil
+	}
+	return model.Forbidden(fmt.Sprintf("%s may not act on boxes of %s", who.DID, owner))
+}
+
+// canRead: may who read owner's box?
+func (s *Service) canRead(ctx context.Context, who model.Identity, owner string, box model.BoxKind) error {
+	if canAct(who, owner) == nil {
+		return nil
+	}
+	if box == model.GroupInbox {
+		ok, err := s.st.IsSubscriber(ctx, owner, who.DID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+	}
+	return model.Forbidden(fmt.Sprintf("%s may not read boxes of %s", who.DID, owner))
+}

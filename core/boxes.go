@@ -1,0 +1,256 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// Next is get_next: it claims (or, with lock_on_take false, peeks at) the
+// oldest visible record of owner's box. With wait_ms it long-polls: it is
+// woken by the write that makes a record claimable, not by a sleep loop.
+// It returns nil, nil when there is nothing by the deadline.
+func (s *Service) Next(ctx context.Context, who model.Identity, owner string, box model.BoxKind, req *wire.NextRequest) (*wire.RecordWithMsg, error) {
+	lock := req.LockOnTake == nil || *req.LockOnTake
+	withObj := req.WithObject == nil || *req.WithObject
+	if lock {
+		if err := canAct(who, owner); err != nil {
+			return nil, err
+		}
+	} else if err := s.canRead(ctx, who, owner, box); err != nil {
+		return nil, err
+	}
+	claimable := model.ClaimableState(box)
+	states := req.StateFilter
+	if len(states) == 0 {
+		states = []model.State{claimable}
+	}
+	for _, st := range states {
+		if _, err := model.ParseState(string(st)); err != nil {
+			return nil, model.Invalid("state_filter", err.(*model.Error).Message)
+		}
+		if lock && st != claimable {
+			return nil, model.Invalid("state_filter", fmt.Sprintf("a claim takes %s records from %s; to look at %s records set lock_on_take to false", claimable, box, st))
+		}
+	}
+	lease, err := s.leaseDuration(req.LeaseMS)
+	if err != nil {
+		return nil, err
+	}
+	if req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > s.cfg.MaxWait {
+		return nil, model.Invalid("wait_ms", fmt.Sprintf("must be between 0 and %d", s.cfg.MaxWait.Milliseconds()))
+	}
+	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
+	for {
+		changed := s.notify.Watch(owner, box)
+		var rec model.Record
+		var err error
+		if lock {
+			rec, err = s.claim(ctx, who, owner, box, lease, req.Holder)
+		} else {
+			rec, err = s.peek(ctx, owner, box, states)
+		}
+		if err == nil {
+			return s.withMsg(ctx, rec, withObj)
+		}
+		if !errors.Is(err, model.ErrNotFound) {
+			return nil, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		// A record retrying with backoff becomes claimable at a known time
+		// without any write: wake then too.
+		if lock {
+			now := s.nowMS()
+			if at, ok, err := s.st.NextVisible(ctx, owner, box, claimable, now); err != nil {
+				return nil, err
+			} else if ok {
+				left = min(left, time.Duration(at-now)*time.Millisecond)
+			}
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (s *Service) leaseDuration(ms int64) (time.Duration, error) {
+	if ms == 0 {
+		return s.cfg.DefaultLease, nil
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if ms < 0 || d > s.cfg.MaxLease {
+		return 0, model.Invalid("lease_ms", fmt.Sprintf("must be between 1 and %d", s.cfg.MaxLease.Milliseconds()))
+	}
+	return d, nil
+}
+
+func newLeaseID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "lease:" + hex.EncodeToString(b[:])
+}
+
+func (s *Service) claim(ctx context.Context, who model.Identity, owner string, box model.BoxKind, lease time.Duration, holder string) (model.Record, error) {
+	now := s.nowMS()
+	if holder == "" {
+		holder = who.DID
+	}
+	until := now + lease.Milliseconds()
+	rec, err := s.st.Claim(ctx, store.ClaimParams{Owner: owner, Box: box, From: model.ClaimableState(box),
+		To: model.HeldState(box), NowMS: now, LeaseID: newLeaseID(), Holder: holder, LeaseUntilMS: until})
+	if err != nil {
+		return rec, err
+	}
+	s.cfg.Metrics.Claimed(box)
+	if at := s.reaperAt.get(); at == 0 || until < at {
+		kick(s.reaperKick)
+	}
+	return rec, nil
+}
+
+func (s *Service) peek(ctx context.Context, owner string, box model.BoxKind, states []model.State) (model.Record, error) {
+	recs, err := s.st.Sync(ctx, store.SyncParams{Owner: owner, Box: box, States: states, Limit: 1})
+	if err != nil {
+		return model.Record{}, err
+	}
+	if len(recs) == 0 {
+		return model.Record{}, model.NotFound("record")
+	}
+	return recs[0], nil
+}
+
+func (s *Service) withMsg(ctx context.Context, rec model.Record, withObj bool) (*wire.RecordWithMsg, error) {
+	out := &wire.RecordWithMsg{Record: rec}
+	if withObj {
+		body, err := s.st.GetMessage(ctx, rec.MsgID)
+		if err != nil {
+			return nil, err
+		}
+		out.Msg = json.RawMessage(body)
+	}
+	return out, nil
+}
+
+func (s *Service) withMsgs(ctx context.Context, recs []model.Record, withObj bool) ([]wire.RecordWithMsg, error) {
+	out := make([]wire.RecordWithMsg, 0, len(recs))
+	bodies := map[string]json.RawMessage{}
+	for _, r := range recs {
+		item := wire.RecordWithMsg{Record: r}
+		if withObj {
+			b, ok := bodies[r.MsgID]
+			if !ok {
+				raw, err := s.st.GetMessage(ctx, r.MsgID)
+				if err != nil {
+					return nil, err
+				}
+				b = raw
+				bodies[r.MsgID] = b
+			}
+			item.Msg = b
+		}
+		out = append(out, item)
+	}
+	return out, nil
+}
+
+// ListRecords is list_box_by_time: a page of a box by (sort_key, record_id).
+func (s *Service) ListRecords(ctx context.Context, who model.Identity, q wire.ListQuery) (*wire.ListResult, error) {
+	if err := s.canRead(ctx, who, q.Owner, q.Box); err != nil {
+		return nil, err
+	}
+	limit, err := checkLimit(q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.st.ListRecords(ctx, store.ListParams{Owner: q.Owner, Box: q.Box, States: q.States, Tag: q.Tag,
+		Desc: q.Desc, CursorSortKey: q.CursorSortKey, CursorRecordID: q.CursorRecordID, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	items, err := s.withMsgs(ctx, recs, q.WithObject)
+	if err != nil {
+		return nil, err
+	}
+	res := &wire.ListResult{Items: items}
+	if len(recs) == limit {
+		last := recs[len(recs)-1]
+		res.NextCursorSortKey, res.NextCursorRecordID = last.SortKey, last.RecordID
+	}
+	return res, nil
+}
+
+// Sync reads a box as a log: records with seq > after_seq, in seq order.
+func (s *Service) Sync(ctx context.Context, who model.Identity, q wire.SyncQuery) (*wire.SyncResult, error) {
+	if err := s.canRead(ctx, who, q.Owner, q.Box); err != nil {
+		return nil, err
+	}
+	if q.AfterSeq < 0 {
+		return nil, model.Invalid("after_seq", "must not be negative")
+	}
+	limit, err := checkLimit(q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.st.Sync(ctx, store.SyncParams{Owner: q.Owner, Box: q.Box, AfterSeq: q.AfterSeq, Limit: limit, ThreadKey: q.ThreadKey})
+	if err != nil {
+		return nil, err
+	}
+	items, err := s.withMsgs(ctx, recs, q.WithObject)
+	if err != nil {
+		return nil, err
+	}
+	res := &wire.SyncResult{Items: items, LastSeq: q.AfterSeq}
+	if n := len(recs); n > 0 {
+		res.LastSeq = recs[n-1].Seq
+	}
+	return res, nil
+}
+
+// GetRecord returns one record (and its message).
+func (s *Service) GetRecord(ctx context.Context, who model.Identity, recordID string, withObj bool) (*wire.RecordWithMsg, error) {
+	rec, err := s.st.GetRecord(ctx, recordID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.canRead(ctx, who, rec.Owner, rec.BoxKind); err != nil {
+		return nil, err
+	}
+	return s.withMsg(ctx, rec, withObj)
+}
+
+// GetMessage returns a message's canonical JSON to anyone holding a record
+// of it (and to admins).
+func (s *Service) GetMessage(ctx context.Context, who model.Identity, msgID string) (json.RawMessage, error) {
+	if !isAdmin(who) {
+		ok, err := s.st.CanReadMessage(ctx, who.DID, msgID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			// Same answer as a missing message: do not reveal what exists.
+			return nil, model.NotFound("message")
+		}
+	}
+	body, err := s.st.GetMessage(ctx, msgID)
+	if err != nil {
+		return nil, err
+	}
+	return body, nil
+}

@@ -1,0 +1,259 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// MaxSubscribers bounds one group's subscriber list.
+const MaxSubscribers = 100_000
+
+// MaxRoutes bounds the routes of one DID.
+const MaxRoutes = 64
+
+// SetSubscribers replaces a group's subscribers; the group itself or an
+// admin may do it. Setting subscribers is what makes a DID a group.
+func (s *Service) SetSubscribers(ctx context.Context, who model.Identity, group string, subs []string) (*wire.SubscribersResult, error) {
+	if err := message.CheckDID("group", group, true); err != nil {
+		return nil, err
+	}
+	if err := canAct(who, group); err != nil {
+		return nil, err
+	}
+	if subs == nil {
+		return nil, model.Invalid("subscribers", "is required (an empty list clears the group)")
+	}
+	if len(subs) > MaxSubscribers {
+		return nil, model.Invalid("subscribers", fmt.Sprintf("at most %d subscribers", MaxSubscribers))
+	}
+	for i, d := range subs {
+		if err := message.CheckDID(fmt.Sprintf("subscribers[%d]", i), d, true); err != nil {
+			return nil, err
+		}
+	}
+	subs = uniq(subs)
+	sort.Strings(subs)
+	if err := s.st.SetGroupSubscribers(ctx, group, subs, s.nowMS()); err != nil {
+		return nil, err
+	}
+	return &wire.SubscribersResult{Group: group, Subscribers: subs}, nil
+}
+
+// Subscribers lists a group's subscribers to the group, its members and
+// admins.
+func (s *Service) Subscribers(ctx context.Context, who model.Identity, group string) (*wire.SubscribersResult, error) {
+	if canAct(who, group) != nil {
+		ok, err := s.st.IsSubscriber(ctx, group, who.DID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, model.Forbidden(fmt.Sprintf("%s is not a member of %s", who.DID, group))
+		}
+	}
+	subs, err := s.st.GroupSubscribers(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.SubscribersResult{Group: group, Subscribers: subs}, nil
+}
+
+// Block makes owner refuse messages whose logical sender is did (on), or
+// accept them again (off).
+func (s *Service) Block(ctx context.Context, who model.Identity, owner, did string, on bool) (*wire.BlockResult, error) {
+	if err := message.CheckDID("owner", owner, true); err != nil {
+		return nil, err
+	}
+	if err := message.CheckDID("did", did, true); err != nil {
+		return nil, err
+	}
+	if err := canAct(who, owner); err != nil {
+		return nil, err
+	}
+	if err := s.st.SetBlock(ctx, owner, did, on, s.nowMS()); err != nil {
+		return nil, err
+	}
+	return &wire.BlockResult{Owner: owner, DID: did, Blocked: on}, nil
+}
+
+// SetRoutes replaces the endpoints through which did is reached.
+func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string, routes []model.ContactRoute) (*wire.RoutesResult, error) {
+	if err := message.CheckDID("did", did, true); err != nil {
+		return nil, err
+	}
+	if err := canAct(who, did); err != nil {
+		return nil, err
+	}
+	if routes == nil {
+		return nil, model.Invalid("routes", "is required (an empty list removes all routes)")
+	}
+	if len(routes) > MaxRoutes {
+		return nil, model.Invalid("routes", fmt.Sprintf("at most %d routes", MaxRoutes))
+	}
+	for i, r := range routes {
+		if err := message.CheckDID(fmt.Sprintf("routes[%d].tunnel_did", i), r.TunnelDID, true); err != nil {
+			return nil, err
+		}
+		if r.Address == "" && r.ChatID == "" {
+			return nil, model.Invalid(fmt.Sprintf("routes[%d].address", i), "give an address or a chat_id")
+		}
+	}
+	if err := s.st.SetRoutes(ctx, did, routes); err != nil {
+		return nil, err
+	}
+	return &wire.RoutesResult{DID: did, Routes: routes}, nil
+}
+
+// Routes lists did's routes.
+func (s *Service) Routes(ctx context.Context, who model.Identity, did string) (*wire.RoutesResult, error) {
+	if err := canAct(who, did); err != nil {
+		return nil, err
+	}
+	routes, err := s.st.Routes(ctx, did)
+	if err != nil {
+		return nil, err
+	}
+	if routes == nil {
+		routes = []model.ContactRoute{}
+	}
+	return &wire.RoutesResult{DID: did, Routes: routes}, nil
+}
+
+// SetReadState is set_read_state: a reader's receipt for a message,
+// usually a group message. Reading state follows the reader; nobody else's
+// records or receipts change.
+func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wire.ReceiptRequest) (model.Receipt, error) {
+	var zero model.Receipt
+	if req.MsgID == "" {
+		return zero, model.Invalid("msg_id", "is required")
+	}
+	if err := message.CheckDID("reader_did", req.ReaderDID, true); err != nil {
+		return zero, err
+	}
+	if err := message.CheckDID("group_id", req.GroupID, false); err != nil {
+		return zero, err
+	}
+	if !model.ValidReceiptStatus(req.Status) {
+		return zero, model.Invalid("status", fmt.Sprintf("unknown status %q (want UNREAD, READING, READED, ACCEPTED, REJECTED or QUARANTINED)", req.Status))
+	}
+	if req.AtMS < 0 {
+		return zero, model.Invalid("at_ms", "must not be negative")
+	}
+	if !isAdmin(who) && who.DID != req.ReaderDID {
+		return zero, model.Forbidden(fmt.Sprintf("%s may set receipts only as reader", who.DID))
+	}
+	if _, err := s.st.GetMessage(ctx, req.MsgID); err != nil {
+		return zero, err
+	}
+	if req.GroupID != "" && !isAdmin(who) {
+		ok, err := s.st.IsSubscriber(ctx, req.GroupID, req.ReaderDID)
+		if err != nil {
+			return zero, err
+		}
+		if !ok {
+			return zero, model.Forbidden(fmt.Sprintf("%s is not a member of %s", req.ReaderDID, req.GroupID))
+		}
+	}
+	at := req.AtMS
+	if at == 0 {
+		at = s.nowMS()
+	}
+	return s.st.PutReceipt(ctx, model.Receipt{MsgID: req.MsgID, Iss: who.DID, Reader: req.ReaderDID,
+		GroupID: req.GroupID, AtMS: at, Status: req.Status, Reason: req.Reason})
+}
+
+// ListReceipts is list_read_receipts by message, group or reader. Agents
+// see their own receipts, those of groups they belong to, and those of
+// messages they hold.
+func (s *Service) ListReceipts(ctx context.Context, who model.Identity, q wire.ReceiptQuery) (*wire.ReceiptsResult, error) {
+	if q.MsgID == "" && q.GroupID == "" && q.Reader == "" {
+		return nil, model.Invalid("msg_id", "give at least one of msg_id, group_id, reader")
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = wire.MaxLimit
+	}
+	limit, err := checkLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	if !isAdmin(who) {
+		allowed := q.Reader == who.DID
+		if !allowed && q.GroupID != "" {
+			if allowed, err = s.st.IsSubscriber(ctx, q.GroupID, who.DID); err != nil {
+				return nil, err
+			}
+		}
+		if !allowed && q.MsgID != "" {
+			if allowed, err = s.st.CanReadMessage(ctx, who.DID, q.MsgID); err != nil {
+				return nil, err
+			}
+		}
+		if !allowed {
+			return nil, model.Forbidden(fmt.Sprintf("%s may list only its own receipts, its groups' and its messages'", who.DID))
+		}
+	}
+	items, err := s.st.ListReceipts(ctx, store.ReceiptFilter{MsgID: q.MsgID, GroupID: q.GroupID, Reader: q.Reader, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	if items == nil {
+		items = []model.Receipt{}
+	}
+	return &wire.ReceiptsResult{Items: items}, nil
+}
+
+// Conversations lists owner's conversations, most recently updated first.
+func (s *Service) Conversations(ctx context.Context, who model.Identity, owner string, limit int) (*wire.ConversationsResult, error) {
+	if err := canAct(who, owner); err != nil {
+		return nil, err
+	}
+	limit, err := checkLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	items, err := s.st.ListConversations(ctx, owner, limit)
+	if err != nil {
+		return nil, err
+	}
+	if items == nil {
+		items = []model.Conversation{}
+	}
+	return &wire.ConversationsResult{Items: items}, nil
+}
+
+// Events pages the event log. Admins see everything; others see the
+// events of their own boxes.
+func (s *Service) Events(ctx context.Context, who model.Identity, q wire.EventQuery) (*wire.EventsResult, error) {
+	if q.After < 0 {
+		return nil, model.Invalid("after", "must not be negative")
+	}
+	if !isAdmin(who) {
+		if q.Owner != "" && q.Owner != who.DID {
+			return nil, model.Forbidden(fmt.Sprintf("%s may read only its own events", who.DID))
+		}
+		q.Owner = who.DID
+	}
+	limit, err := checkLimit(q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	items, err := s.st.ListEvents(ctx, store.EventFilter{After: q.After, Owner: q.Owner, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	if items == nil {
+		items = []model.Event{}
+	}
+	res := &wire.EventsResult{Items: items, NextAfter: q.After}
+	if n := len(items); n > 0 {
+		res.NextAfter = items[n-1].EventID
+	}
+	return res, nil
+}

@@ -1,0 +1,194 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store/sqlite"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// Seed 001 property 1 (never early) and 2 (eventually delivered): a
+// delayed message is invisible until its due time and visible from then on.
+func TestPropDelayedNeverEarly(t *testing.T) {
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	run := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		to := fmt.Sprintf("did:p1:%d", run)
+		start := clk.Now().UnixMilli()
+		delays := rapid.SliceOfN(rapid.Int64Range(1, 5000), 1, 8).Draw(rt, "delays")
+		due := map[string]int64{}
+		for i, d := range delays {
+			text := fmt.Sprint("m", i)
+			res, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:s", []string{to}, text), DelayMS: ptr(d)})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if want := rfc3339(start + d); res.ScheduledDeliveryTime != want {
+				rt.Fatalf("scheduled_delivery_time %s, want %s", res.ScheduledDeliveryTime, want)
+			}
+			due[text] = start + d
+		}
+		steps := rapid.SliceOfN(rapid.Int64Range(0, 2000), 1, 6).Draw(rt, "steps")
+		steps = append(steps, 5000) // finally past every due time
+		for _, step := range steps {
+			clk.Advance(time.Duration(step) * time.Millisecond)
+			now := clk.Now().UnixMilli()
+			if _, err := s.materializeDue(ctx, now, ""); err != nil {
+				rt.Fatal(err)
+			}
+			var want []string
+			for text, at := range due {
+				if at <= now {
+					want = append(want, text)
+				}
+			}
+			got := texts(syncAll(rt, s, to, model.Inbox))
+			sort.Strings(want)
+			sort.Strings(got)
+			if !reflect.DeepEqual(got, want) {
+				rt.Fatalf("at +%d ms visible %v, want %v", now-start, got, want)
+			}
+		}
+	})
+}
+
+// Seed 001 properties 3 and 4: delay_ms absent, 0 or negative are the same
+// immediate delivery.
+func TestPropZeroAndNegativeDelayAreImmediate(t *testing.T) {
+	// One service per variant, each with its own fixed clock, so equal
+	// behaviour means equal results and records down to the timestamps.
+	svcs := []*Service{newService(t, newClock()), newService(t, newClock()), newService(t, newClock())}
+	run := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		to := fmt.Sprintf("did:p3:%d", run)
+		text := rapid.StringN(0, 20, 40).Draw(rt, "text")
+		neg := rapid.Int64Range(-1<<40, -1).Draw(rt, "negative")
+		var results []any
+		for i, delay := range []*int64{nil, ptr(int64(0)), ptr(neg)} {
+			s := svcs[i]
+			res, err := s.Dispatch(context.Background(), admin, &wire.DispatchRequest{Msg: chat("did:s", []string{to}, text), DelayMS: delay})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			items := syncAll(rt, s, to, model.Inbox)
+			if len(items) != 1 || res.ScheduledDeliveryTime != "" {
+				rt.Fatalf("delay %v: %d records, scheduled %q", delay, len(items), res.ScheduledDeliveryTime)
+			}
+			results = append(results, []any{res, items})
+		}
+		if !reflect.DeepEqual(results[0], results[1]) || !reflect.DeepEqual(results[0], results[2]) {
+			rt.Fatalf("absent, zero and negative delays differ:\n%+v", results)
+		}
+	})
+}
+
+// Seed 001 property 5: messages due at the same time materialize in send
+// order (and generally in (due, send) order).
+func TestPropSameDueKeepsSendOrder(t *testing.T) {
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	run := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		to := fmt.Sprintf("did:p5:%d", run)
+		dues := rapid.SliceOfN(rapid.SampledFrom([]int64{100, 200, 300}), 2, 12).Draw(rt, "dues")
+		type sent struct {
+			text string
+			due  int64
+			i    int
+		}
+		var order []sent
+		for i, d := range dues {
+			text := fmt.Sprint("m", i)
+			if _, err := s.PostSend(ctx, admin, &wire.PostSendRequest{Msg: chat("did:s", []string{to}, text), DelayMS: ptr(d)}); err != nil {
+				rt.Fatal(err)
+			}
+			order = append(order, sent{text, d, i})
+		}
+		clk.Advance(time.Second)
+		if _, err := s.materializeDue(ctx, clk.Now().UnixMilli(), ""); err != nil {
+			rt.Fatal(err)
+		}
+		sort.SliceStable(order, func(a, b int) bool { return order[a].due < order[b].due })
+		var want []string
+		for _, o := range order {
+			want = append(want, o.text)
+		}
+		if got := texts(syncAll(rt, s, to, model.Inbox)); !reflect.DeepEqual(got, want) {
+			rt.Fatalf("seq order %v, want %v", got, want)
+		}
+	})
+}
+
+// A scheduled message survives a restart: nothing is kept only in memory.
+func TestDelayedSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, Config{})
+	res, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:s", []string{"did:r"}, "later"), DelayMS: ptr(int64(3_600_000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st, err = sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s = New(st, Config{})
+	list, err := s.Scheduled(ctx, admin, "did:r", 0)
+	if err != nil || list.Count != 1 || list.Items[0].MsgID != res.MsgID {
+		t.Fatalf("scheduled after restart = %+v, %v", list, err)
+	}
+	if n := len(syncAll(t, s, "did:r", model.Inbox)); n != 0 {
+		t.Fatalf("%d records visible before due", n)
+	}
+	fl, err := s.FlushScheduled(ctx, admin, &wire.FlushRequest{Recipient: "did:r"})
+	if err != nil || fl.Flushed != 1 {
+		t.Fatalf("flush = %+v, %v", fl, err)
+	}
+	if got := texts(syncAll(t, s, "did:r", model.Inbox)); len(got) != 1 || got[0] != "later" {
+		t.Fatalf("after flush: %v", got)
+	}
+	if list, _ := s.Scheduled(ctx, admin, "", 0); list.Count != 0 {
+		t.Fatalf("still scheduled after flush: %+v", list)
+	}
+}
+
+// The background scheduler materializes on time without a flush.
+func TestSchedulerLoopMaterializes(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:s", []string{"did:r"}, "soon"), DelayMS: ptr(int64(200))}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Next(ctx, agent("did:r"), "did:r", model.Inbox, &wire.NextRequest{WaitMS: 20_000})
+	if err != nil || res == nil {
+		t.Fatalf("delayed message never arrived: %v", err)
+	}
+}

@@ -1,0 +1,217 @@
+package core
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// newRecord builds a record of c in owner's box in the box's initial state.
+func (c *checked) newRecord(owner string, box model.BoxKind, variant string, route *model.Route, now int64) model.Record {
+	sortKey := c.msg.CreatedAtMS
+	if sortKey == 0 {
+		sortKey = now
+	}
+	r := model.Record{
+		RecordID:    model.RecordID(owner, box, c.id, variant),
+		Owner:       owner,
+		BoxKind:     box,
+		MsgID:       c.id,
+		State:       model.InitialState(box),
+		CreatedAtMS: now,
+		UpdatedAtMS: now,
+		Route:       route,
+		SortKey:     sortKey,
+	}
+	if box.HasConversations() {
+		r.ThreadKey = c.threadKey(owner, box)
+	}
+	if c.isGroup && box == model.Inbox {
+		r.Tags = []string{"group:" + c.msg.From}
+	}
+	return r
+}
+
+// threadKey groups records into conversations: an explicit topic first,
+// then the group, then the peer of a direct conversation.
+func (c *checked) threadKey(owner string, box model.BoxKind) string {
+	m := c.msg
+	switch {
+	case m.Thread != nil && m.Thread.Topic != "":
+		return "topic:" + m.Thread.Topic
+	case c.isGroup:
+		return "group:" + m.From
+	case box == model.Outbox:
+		peers := uniq(m.To)
+		sort.Strings(peers)
+		return "dm:" + strings.Join(peers, ",")
+	default:
+		return "dm:" + m.LogicalSender()
+	}
+}
+
+func (s *Service) planDispatch(ctx context.Context, c *checked, ingress *model.Route, now int64) (*store.Plan, *wire.DispatchResult, error) {
+	p := &store.Plan{MsgID: c.id, MsgBody: c.body, NowMS: now}
+	res := &wire.DispatchResult{OK: true, MsgID: c.id, DeliveredRecipients: []string{},
+		DroppedRecipients: []string{}, DeliveredAgents: []string{}}
+	sender := c.msg.LogicalSender()
+	var route *model.Route
+	if ingress != nil {
+		r := *ingress
+		route = &r
+	}
+	if c.isGroup {
+		group := c.msg.From
+		blocked, err := s.st.BlockedBy(ctx, sender, []string{group})
+		if err != nil {
+			return nil, nil, err
+		}
+		if blocked[group] {
+			res.OK, res.Reason = false, "blocked"
+			res.DroppedRecipients = append(res.DroppedRecipients, group)
+			return p, res, nil
+		}
+		p.Records = append(p.Records, c.newRecord(group, model.GroupInbox, "", route, now))
+		res.DeliveredGroup = group
+		if err := s.fanOut(ctx, c, p, route, now, &res.DeliveredAgents, &res.DroppedRecipients); err != nil {
+			return nil, nil, err
+		}
+		res.DeliveredRecipients = append(res.DeliveredRecipients, res.DeliveredAgents...)
+		return p, res, nil
+	}
+	to := uniq(c.msg.To)
+	blocked, err := s.st.BlockedBy(ctx, sender, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range to {
+		if blocked[d] {
+			res.DroppedRecipients = append(res.DroppedRecipients, d)
+			continue
+		}
+		p.Records = append(p.Records, c.newRecord(d, model.Inbox, "", route, now))
+		res.DeliveredRecipients = append(res.DeliveredRecipients, d)
+	}
+	if len(res.DeliveredRecipients) == 0 {
+		res.OK, res.Reason = false, "blocked"
+	}
+	return p, res, nil
+}
+
+// fanOut adds an INBOX record, tagged with the group, for every subscriber
+// of c's group except the author and those who block the author.
+func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *model.Route, now int64, delivered, dropped *[]string) error {
+	subs, err := s.st.GroupSubscribers(ctx, c.msg.From)
+	if err != nil {
+		return err
+	}
+	author := c.msg.LogicalSender()
+	blocked, err := s.st.BlockedBy(ctx, author, subs)
+	if err != nil {
+		return err
+	}
+	for _, d := range subs {
+		switch {
+		case d == author:
+		case blocked[d]:
+			*dropped = append(*dropped, d)
+		default:
+			p.Records = append(p.Records, c.newRecord(d, model.Inbox, "", route, now))
+			*delivered = append(*delivered, d)
+		}
+	}
+	return nil
+}
+
+func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx, now int64) (*store.Plan, *wire.PostSendResult, error) {
+	if sc == nil {
+		sc = &wire.SendCtx{}
+	}
+	p := &store.Plan{MsgID: c.id, MsgBody: c.body, NowMS: now}
+	res := &wire.PostSendResult{OK: true, MsgID: c.id, Deliveries: []wire.Delivery{},
+		LocalRecipients: []string{}, DroppedRecipients: []string{}}
+	author := c.msg.LogicalSender()
+	out := c.newRecord(author, model.Outbox, "", nil, now)
+	p.Records = append(p.Records, out)
+	res.OutboxRecordID = out.RecordID
+
+	// A group message reaches the group's external chat through the group's
+	// routes and its local subscribers through the group fan-out.
+	targets := uniq(c.msg.To)
+	if c.isGroup {
+		targets = []string{c.msg.From}
+	}
+	for _, target := range targets {
+		routes, err := s.st.Routes(ctx, target)
+		if err != nil {
+			return nil, nil, err
+		}
+		chosen := chooseRoutes(routes, sc)
+		for _, cr := range chosen {
+			mode := cr.Mode
+			if sc.Mode != "" {
+				mode = sc.Mode
+			}
+			route := &model.Route{TunnelDID: cr.TunnelDID, Platform: cr.Platform, AccountID: cr.AccountID,
+				Address: cr.Address, ChatID: cr.ChatID, TargetDID: target, Mode: mode, Priority: cr.Priority}
+			variant := target + "\x00" + cr.Address + "\x00" + cr.ChatID
+			r := c.newRecord(cr.TunnelDID, model.TunnelOutbox, variant, route, now)
+			p.Records = append(p.Records, r)
+			res.Deliveries = append(res.Deliveries, wire.Delivery{TunnelDID: cr.TunnelDID, RecordID: r.RecordID,
+				TargetDID: target, Mode: mode, Priority: cr.Priority})
+		}
+		if len(chosen) > 0 || c.isGroup {
+			continue
+		}
+		// No route: the recipient is local.
+		blocked, err := s.st.BlockedBy(ctx, author, []string{target})
+		if err != nil {
+			return nil, nil, err
+		}
+		if blocked[target] {
+			res.DroppedRecipients = append(res.DroppedRecipients, target)
+			continue
+		}
+		p.Records = append(p.Records, c.newRecord(target, model.Inbox, "", nil, now))
+		res.LocalRecipients = append(res.LocalRecipients, target)
+	}
+	if c.isGroup {
+		p.Records = append(p.Records, c.newRecord(c.msg.From, model.GroupInbox, "", nil, now))
+		if err := s.fanOut(ctx, c, p, nil, now, &res.LocalRecipients, &res.DroppedRecipients); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(res.Deliveries) == 0 && len(res.LocalRecipients) == 0 && len(res.DroppedRecipients) > 0 {
+		res.OK, res.Reason = false, "blocked"
+	}
+	return p, res, nil
+}
+
+// chooseRoutes picks the routes a post_send uses for one recipient: those
+// of the requested tunnel, all of them, or the single best one (highest
+// priority, first listed on a tie).
+func chooseRoutes(routes []model.ContactRoute, sc *wire.SendCtx) []model.ContactRoute {
+	if sc.TunnelDID != "" {
+		var only []model.ContactRoute
+		for _, r := range routes {
+			if r.TunnelDID == sc.TunnelDID {
+				only = append(only, r)
+			}
+		}
+		routes = only
+	}
+	if sc.AllRoutes || len(routes) <= 1 {
+		return routes
+	}
+	best := 0
+	for i, r := range routes {
+		if r.Priority > routes[best].Priority {
+			best = i
+		}
+	}
+	return routes[best : best+1]
+}

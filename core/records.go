@@ -1,0 +1,265 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// actOn loads a record for a change by who.
+func (s *Service) actOn(ctx context.Context, who model.Identity, recordID string) (model.Record, error) {
+	rec, err := s.st.GetRecord(ctx, recordID)
+	if err != nil {
+		return rec, err
+	}
+	if err := canAct(who, rec.Owner); err != nil {
+		return rec, err
+	}
+	return rec, nil
+}
+
+// update applies a compare-and-set and turns a lost race into a clear
+// error: the lease moved on, or the record changed under the caller.
+func (s *Service) update(ctx context.Context, u *store.Update) (model.Record, error) {
+	rec, err := s.st.Update(ctx, u)
+	if err == nil {
+		s.notify.Changed(rec.Owner, rec.BoxKind)
+		return rec, nil
+	}
+	if !errors.Is(err, model.ErrConflict) {
+		return rec, err
+	}
+	cur, gerr := s.st.GetRecord(ctx, u.RecordID)
+	if gerr != nil {
+		return rec, gerr
+	}
+	if u.ExpectLeaseID != "" && cur.State == u.From && (cur.Lease == nil || cur.Lease.ID != u.ExpectLeaseID) {
+		return cur, &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
+			Message: "the lease expired and the record was claimed again; the holder no longer owns it"}
+	}
+	return cur, model.Conflict("", fmt.Sprintf("record changed concurrently: it is now %s", cur.State))
+}
+
+func (s *Service) requireHeld(rec model.Record, leaseID string) error {
+	held := model.HeldState(rec.BoxKind)
+	if rec.State != held {
+		return &model.Error{Kind: model.ErrInvalidTransition,
+			Message: fmt.Sprintf("the record is %s, not %s: claim it first", rec.State, held)}
+	}
+	if leaseID != "" && (rec.Lease == nil || rec.Lease.ID != leaseID) {
+		return &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id", Message: "this lease no longer holds the record"}
+	}
+	return nil
+}
+
+// SetState is update_record_state: a user-driven transition checked
+// against the transition table.
+func (s *Service) SetState(ctx context.Context, who model.Identity, recordID string, req *wire.StateRequest) (*wire.RecordWithMsg, error) {
+	to, err := model.ParseState(string(req.NewState))
+	if err != nil {
+		return nil, model.Invalid("new_state", err.(*model.Error).Message)
+	}
+	rec, err := s.actOn(ctx, who, recordID)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.CheckTransition(rec.BoxKind, rec.State, to); err != nil {
+		return nil, err
+	}
+	if req.LeaseID != "" && (rec.Lease == nil || rec.Lease.ID != req.LeaseID) {
+		return nil, &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id", Message: "this lease no longer holds the record"}
+	}
+	now := s.nowMS()
+	u := &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: req.LeaseID, To: to,
+		Delivery: rec.Delivery, NowMS: now, EventDetail: req.Reason}
+	if to == model.HeldState(rec.BoxKind) {
+		u.Lease = &model.Lease{ID: newLeaseID(), Holder: who.DID, ExpiresAtMS: now + s.cfg.DefaultLease.Milliseconds()}
+	}
+	if rec.State == model.Dead && to == model.ClaimableState(rec.BoxKind) {
+		u.Delivery.Attempts, u.Delivery.NextRetryAtMS = 0, 0
+		u.EventType = model.EventRecordRedriven
+	}
+	if to == model.Dead {
+		u.EventType = model.EventRecordDead
+	}
+	out, err := s.update(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	if to == model.Dead {
+		s.cfg.Metrics.Dead(rec.BoxKind)
+	}
+	return s.withMsg(ctx, out, true)
+}
+
+// ReportDelivery is report_delivery: the holder of a claimed record says
+// how it went. Success acknowledges (SENT / READED); failure retries with
+// backoff or, out of attempts or not retryable, goes DEAD.
+func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, recordID string, req *wire.DeliveryRequest) (*wire.RecordWithMsg, error) {
+	if req.Result == nil {
+		return nil, model.Invalid("result", "is required")
+	}
+	r := req.Result
+	if r.RetryAfterMS < 0 {
+		return nil, model.Invalid("result.retry_after_ms", "must not be negative")
+	}
+	rec, err := s.actOn(ctx, who, recordID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.requireHeld(rec, req.LeaseID); err != nil {
+		return nil, err
+	}
+	leaseID := req.LeaseID
+	if leaseID == "" && rec.Lease != nil {
+		leaseID = rec.Lease.ID
+	}
+	var out model.Record
+	if r.OK {
+		now := s.nowMS()
+		d := rec.Delivery
+		d.Attempts++
+		d.ExternalMsgID, d.DeliveredAtMS, d.NextRetryAtMS = r.ExternalMsgID, now, 0
+		out, err = s.update(ctx, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID,
+			To: model.DoneState(rec.BoxKind), Delivery: d, NowMS: now, EventType: model.EventRecordDelivered})
+	} else {
+		out, err = s.fail(ctx, rec, leaseID, r.Retryable, r.RetryAfterMS, r.ErrorCode, r.ErrorMessage, "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.withMsg(ctx, out, true)
+}
+
+// backoff is the retry delay after the n-th failed attempt: base·2^(n-1),
+// capped.
+func (s *Service) backoff(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	d := s.cfg.BackoffBase
+	for i := 1; i < n && d < s.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, s.cfg.BackoffMax)
+}
+
+// fail counts a failed attempt of a held record and puts it back to wait
+// for max(backoff, retry_after) or, when it may not retry, makes it DEAD.
+func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, retryable bool, retryAfterMS int64, code, msg, eventType string) (model.Record, error) {
+	now := s.nowMS()
+	d := rec.Delivery
+	d.Attempts++
+	d.ErrorCode, d.ErrorMessage, d.RetryAfterMS = code, msg, retryAfterMS
+	d.LastError = code
+	if msg != "" {
+		d.LastError = code + ": " + msg
+	}
+	u := &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID, NowMS: now, EventType: eventType}
+	if retryable && d.Attempts < s.cfg.MaxAttempts {
+		wait := max(s.backoff(d.Attempts), time.Duration(retryAfterMS)*time.Millisecond)
+		d.NextRetryAtMS = now + wait.Milliseconds()
+		u.To, u.VisibleAtMS = model.ClaimableState(rec.BoxKind), d.NextRetryAtMS
+		if u.EventType == "" {
+			u.EventType = model.EventRecordRetry
+		}
+		u.EventDetail = fmt.Sprintf("attempt %d failed (%s); retry at %s", d.Attempts, d.LastError, rfc3339(d.NextRetryAtMS))
+	} else {
+		d.NextRetryAtMS = 0
+		u.To = model.Dead
+		if u.EventType == "" {
+			u.EventType = model.EventRecordDead
+		}
+		u.EventDetail = fmt.Sprintf("attempt %d failed (%s); dead", d.Attempts, d.LastError)
+	}
+	u.Delivery = d
+	out, err := s.update(ctx, u)
+	if err != nil {
+		return out, err
+	}
+	if u.To == model.Dead {
+		s.cfg.Metrics.Dead(rec.BoxKind)
+	} else {
+		s.cfg.Metrics.Retried(rec.BoxKind)
+	}
+	return out, nil
+}
+
+// ExtendLease lets the holder keep a claimed record longer.
+func (s *Service) ExtendLease(ctx context.Context, who model.Identity, recordID string, req *wire.LeaseRequest) (*wire.RecordWithMsg, error) {
+	lease, err := s.leaseDuration(req.LeaseMS)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.actOn(ctx, who, recordID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.requireHeld(rec, req.LeaseID); err != nil {
+		return nil, err
+	}
+	now := s.nowMS()
+	l := *rec.Lease
+	l.ExpiresAtMS = now + lease.Milliseconds()
+	out, err := s.update(ctx, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: l.ID, To: rec.State,
+		Delivery: rec.Delivery, Lease: &l, NowMS: now, EventType: model.EventLeaseExtended})
+	if err != nil {
+		return nil, err
+	}
+	return s.withMsg(ctx, out, true)
+}
+
+// Redrive returns a DEAD record to its waiting state with attempts reset.
+func (s *Service) Redrive(ctx context.Context, who model.Identity, recordID string) (*wire.RecordWithMsg, error) {
+	rec, err := s.actOn(ctx, who, recordID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.redrive(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return s.withMsg(ctx, out, true)
+}
+
+func (s *Service) redrive(ctx context.Context, rec model.Record) (model.Record, error) {
+	if rec.State != model.Dead {
+		return rec, &model.Error{Kind: model.ErrInvalidTransition, Message: fmt.Sprintf("only DEAD records can be redriven; this one is %s", rec.State)}
+	}
+	d := rec.Delivery
+	d.Attempts, d.NextRetryAtMS = 0, 0
+	return s.update(ctx, &store.Update{RecordID: rec.RecordID, From: model.Dead, To: model.ClaimableState(rec.BoxKind),
+		Delivery: d, NowMS: s.nowMS(), EventType: model.EventRecordRedriven})
+}
+
+// RedriveBox redrives up to limit DEAD records of a box, oldest first.
+func (s *Service) RedriveBox(ctx context.Context, who model.Identity, owner string, box model.BoxKind, req *wire.RedriveRequest) (*wire.RedriveResult, error) {
+	if err := canAct(who, owner); err != nil {
+		return nil, err
+	}
+	limit, err := checkLimit(req.Limit)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.st.ListRecords(ctx, store.ListParams{Owner: owner, Box: box, States: []model.State{model.Dead}, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	res := &wire.RedriveResult{RecordIDs: []string{}}
+	for _, r := range recs {
+		if _, err := s.redrive(ctx, r); err != nil {
+			if errors.Is(err, model.ErrConflict) {
+				continue
+			}
+			return nil, err
+		}
+		res.Redriven++
+		res.RecordIDs = append(res.RecordIDs, r.RecordID)
+	}
+	return res, nil
+}

@@ -1,0 +1,192 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// routedSend sets up a recipient reached through a tunnel and post_sends
+// one message to it, returning the tunnel outbox record id.
+func routedSend(t *testing.T, s *Service) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.SetRoutes(ctx, admin, "did:ext:bob", []model.ContactRoute{{TunnelDID: tunnel.DID, Address: "tg:42", Platform: "telegram"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.PostSend(ctx, agent("did:alice"), &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:ext:bob"}, "hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Deliveries) != 1 || res.Deliveries[0].TunnelDID != tunnel.DID || len(res.LocalRecipients) != 0 {
+		t.Fatalf("post_send planned %+v", res)
+	}
+	return res.Deliveries[0].RecordID
+}
+
+func claimOne(t *testing.T, s *Service, who model.Identity, box model.BoxKind) *wire.RecordWithMsg {
+	t.Helper()
+	res, err := s.Next(context.Background(), who, who.DID, box, &wire.NextRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestRetryBackoffThenDeadThenRedrive(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	id := routedSend(t, s)
+	fail := &wire.DeliveryRequest{Result: &wire.DeliveryResult{ErrorCode: "timeout", Retryable: true}}
+	for attempt, backoff := range []time.Duration{time.Second, 2 * time.Second} {
+		got := claimOne(t, s, tunnel, model.TunnelOutbox)
+		if got == nil || got.Record.RecordID != id {
+			t.Fatalf("attempt %d: claim = %+v", attempt+1, got)
+		}
+		res, err := s.ReportDelivery(ctx, tunnel, id, fail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res.Record
+		if r.State != model.Wait || r.Delivery.Attempts != attempt+1 || r.Delivery.NextRetryAtMS != clk.Now().Add(backoff).UnixMilli() {
+			t.Fatalf("after failure %d: %+v", attempt+1, r)
+		}
+		if claimOne(t, s, tunnel, model.TunnelOutbox) != nil {
+			t.Fatal("claimable before its backoff ran out")
+		}
+		clk.Advance(backoff)
+	}
+	claimOne(t, s, tunnel, model.TunnelOutbox)
+	res, err := s.ReportDelivery(ctx, tunnel, id, fail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Record.State != model.Dead || res.Record.Delivery.Attempts != 3 {
+		t.Fatalf("third failure: %+v", res.Record)
+	}
+	dead, err := s.ListRecords(ctx, tunnel, wire.ListQuery{Owner: tunnel.DID, Box: model.TunnelOutbox, States: []model.State{model.Dead}})
+	if err != nil || len(dead.Items) != 1 {
+		t.Fatalf("dead list = %+v, %v", dead, err)
+	}
+	rd, err := s.RedriveBox(ctx, tunnel, tunnel.DID, model.TunnelOutbox, &wire.RedriveRequest{})
+	if err != nil || rd.Redriven != 1 {
+		t.Fatalf("redrive = %+v, %v", rd, err)
+	}
+	got := claimOne(t, s, tunnel, model.TunnelOutbox)
+	if got == nil || got.Record.Delivery.Attempts != 0 {
+		t.Fatalf("after redrive: %+v", got)
+	}
+	res, err = s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true, ExternalMsgID: "tg-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Record; r.State != model.Sent || r.Delivery.ExternalMsgID != "tg-1" || r.Delivery.DeliveredAtMS != clk.Now().UnixMilli() || r.Lease != nil {
+		t.Fatalf("after success: %+v", r)
+	}
+}
+
+func TestRetryAfterAndNonRetryable(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	id := routedSend(t, s)
+	claimOne(t, s, tunnel, model.TunnelOutbox)
+	res, err := s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{
+		ErrorCode: "429", Retryable: true, RetryAfterMS: 30_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := clk.Now().UnixMilli() + 30_000; res.Record.Delivery.NextRetryAtMS != want {
+		t.Fatalf("next retry %d, want %d (retry_after beats the 1 s backoff)", res.Record.Delivery.NextRetryAtMS, want)
+	}
+	clk.Advance(30 * time.Second)
+	claimOne(t, s, tunnel, model.TunnelOutbox)
+	res, err = s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{ErrorCode: "403", ErrorMessage: "bot was blocked"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Record.State != model.Dead || res.Record.Delivery.LastError != "403: bot was blocked" {
+		t.Fatalf("non-retryable failure: %+v", res.Record)
+	}
+	// A report on a record nobody holds is refused and changes nothing.
+	_, err = s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}})
+	if !errors.Is(err, model.ErrInvalidTransition) {
+		t.Fatalf("report on DEAD record: %v", err)
+	}
+}
+
+func TestLeaseExpiryReturnsRecordAndFencesOldHolder(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	mustDispatch(t, s, chat("did:a", []string{"did:b"}, "x"))
+	b := agent("did:b")
+	first, err := s.Next(ctx, b, "did:b", model.Inbox, &wire.NextRequest{LeaseMS: 1000})
+	if err != nil || first == nil {
+		t.Fatal(first, err)
+	}
+	clk.Advance(999 * time.Millisecond)
+	if n, err := s.ReapExpired(ctx); err != nil || n != 0 {
+		t.Fatalf("reaped %d, %v before expiry", n, err)
+	}
+	clk.Advance(time.Millisecond)
+	if n, err := s.ReapExpired(ctx); err != nil || n != 1 {
+		t.Fatalf("reaped %d, %v at expiry", n, err)
+	}
+	got, err := s.GetRecord(ctx, b, first.Record.RecordID, false)
+	if err != nil || got.Record.State != model.Unread || got.Record.Delivery.Attempts != 1 || got.Record.Lease != nil {
+		t.Fatalf("after expiry: %+v %v", got, err)
+	}
+	clk.Advance(time.Second)
+	second, err := s.Next(ctx, b, "did:b", model.Inbox, &wire.NextRequest{})
+	if err != nil || second == nil || second.Record.Lease.ID == first.Record.Lease.ID {
+		t.Fatalf("reclaim: %+v %v", second, err)
+	}
+	// The first holder's ack must not land on the second holder's claim.
+	_, err = s.ReportDelivery(ctx, b, first.Record.RecordID, &wire.DeliveryRequest{LeaseID: first.Record.Lease.ID, Result: &wire.DeliveryResult{OK: true}})
+	if !errors.Is(err, model.ErrLeaseLost) {
+		t.Fatalf("stale ack: %v, want lease lost", err)
+	}
+	ext, err := s.ExtendLease(ctx, b, second.Record.RecordID, &wire.LeaseRequest{LeaseID: second.Record.Lease.ID, LeaseMS: 60_000})
+	if err != nil || ext.Record.Lease.ExpiresAtMS != clk.Now().UnixMilli()+60_000 || ext.Record.State != model.Reading {
+		t.Fatalf("extend: %+v %v", ext, err)
+	}
+}
+
+func TestInvalidTransitionChangesNothing(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	mustDispatch(t, s, chat("did:a", []string{"did:b"}, "x"))
+	items := syncAll(t, s, "did:b", model.Inbox)
+	id := items[0].Record.RecordID
+	if _, err := s.SetState(ctx, agent("did:b"), id, &wire.StateRequest{NewState: model.Sent}); !errors.Is(err, model.ErrInvalidTransition) {
+		t.Fatalf("UNREAD→SENT: %v", err)
+	}
+	read, err := s.SetState(ctx, agent("did:b"), id, &wire.StateRequest{NewState: model.Readed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetState(ctx, agent("did:b"), id, &wire.StateRequest{NewState: model.Reading}); !errors.Is(err, model.ErrInvalidTransition) {
+		t.Fatalf("READED→READING: %v", err)
+	}
+	after := syncAll(t, s, "did:b", model.Inbox)
+	if got := after[0].Record; got.State != model.Readed || got.UpdatedAtMS != read.Record.UpdatedAtMS || got.Seq != read.Record.Seq {
+		t.Fatalf("record changed by a refused transition: %+v, was %+v", got, read.Record)
+	}
+	ev, err := s.Events(ctx, admin, wire.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ev.Items); n != 2 { // created + one state change
+		t.Fatalf("%d events, want 2: %+v", n, ev.Items)
+	}
+}

@@ -1,0 +1,162 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+const schedBatch = 256
+
+// runScheduler materializes delayed messages as they come due. It sleeps
+// until the earliest due time, and is kicked when an earlier one arrives.
+func (s *Service) runScheduler(ctx context.Context) {
+	for {
+		n, err := s.materializeDue(ctx, s.nowMS(), "")
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("materialize delayed messages", "err", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if n > 0 && err == nil {
+			continue
+		}
+		wait := s.cfg.IdleRecheck
+		if err == nil {
+			if at, ok, err := s.st.NextDue(ctx); err == nil && ok {
+				if d := time.Duration(at-s.nowMS()) * time.Millisecond; d < wait {
+					wait = max(d, 0)
+				}
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.schedKick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// materializeDue turns every entry due by beforeMS (for one recipient, or
+// all) into records, in due order, and returns how many it materialized.
+func (s *Service) materializeDue(ctx context.Context, beforeMS int64, recipient string) (int, error) {
+	s.schedMu.Lock()
+	defer s.schedMu.Unlock()
+	total := 0
+	for {
+		due, err := s.st.DueScheduled(ctx, store.DueParams{BeforeMS: beforeMS, Recipient: recipient, Limit: schedBatch})
+		if err != nil {
+			return total, err
+		}
+		for i := range due {
+			err := s.materialize(ctx, &due[i])
+			if errors.Is(err, model.ErrConflict) {
+				continue // another node or a flush got there first
+			}
+			if err != nil {
+				return total, err
+			}
+			total++
+		}
+		if len(due) < schedBatch {
+			return total, nil
+		}
+	}
+}
+
+// materialize plans a due entry as if it were sent now and writes the plan
+// together with the deletion of the entry, so it happens exactly once.
+func (s *Service) materialize(ctx context.Context, e *store.ScheduleEntry) error {
+	m, err := message.Decode(e.MsgBody)
+	if err != nil {
+		return err
+	}
+	c, err := s.check(ctx, m)
+	if err != nil && (errors.Is(err, model.ErrInvalid) || errors.Is(err, model.ErrTooLarge)) {
+		// The message was valid when scheduled; if contacts changed so that
+		// it no longer plans (say a group was dissolved), drop the entry
+		// rather than retry forever, and say so in the log.
+		s.log.Warn("dropping delayed message that no longer validates", "msg_id", e.MsgID, "err", err)
+		return s.apply(ctx, &store.Plan{MsgID: e.MsgID, MsgBody: e.MsgBody, NowMS: s.nowMS(), ConsumeSchedule: e.ID})
+	}
+	if err != nil {
+		return err
+	}
+	now := s.nowMS()
+	var p *store.Plan
+	switch e.Op {
+	case opDispatch:
+		var ingress *model.Route
+		if len(e.Ctx) > 0 {
+			_ = json.Unmarshal(e.Ctx, &ingress)
+		}
+		p, _, err = s.planDispatch(ctx, c, ingress, now)
+	default:
+		var sc *wire.SendCtx
+		if len(e.Ctx) > 0 {
+			_ = json.Unmarshal(e.Ctx, &sc)
+		}
+		p, _, err = s.planPostSend(ctx, c, sc, now)
+	}
+	if err != nil {
+		return err
+	}
+	p.ConsumeSchedule = e.ID
+	return s.apply(ctx, p)
+}
+
+// Scheduled lists pending delayed messages (admin only).
+func (s *Service) Scheduled(ctx context.Context, who model.Identity, recipient string, limit int) (*wire.ScheduledResult, error) {
+	if err := requireAdmin(who, "listing scheduled messages"); err != nil {
+		return nil, err
+	}
+	limit, err := checkLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	items, n, err := s.st.ListScheduled(ctx, recipient, limit)
+	if err != nil {
+		return nil, err
+	}
+	res := &wire.ScheduledResult{Count: n, Items: make([]wire.ScheduledItem, 0, len(items))}
+	for _, e := range items {
+		res.Items = append(res.Items, wire.ScheduledItem{ID: e.ID, Op: e.Op, MsgID: e.MsgID, Recipients: e.Recipients,
+			DueAtMS: e.DueAtMS, ScheduledDeliveryTime: rfc3339(e.DueAtMS), CreatedAtMS: e.CreatedAtMS})
+	}
+	return res, nil
+}
+
+// FlushScheduled materializes pending delayed messages now, in due order
+// (admin only).
+func (s *Service) FlushScheduled(ctx context.Context, who model.Identity, req *wire.FlushRequest) (*wire.FlushResult, error) {
+	if err := requireAdmin(who, "flushing scheduled messages"); err != nil {
+		return nil, err
+	}
+	n, err := s.materializeDue(ctx, math.MaxInt64, req.Recipient)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.FlushResult{Flushed: n}, nil
+}
+
+func checkLimit(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return wire.DefaultLimit, nil
+	case limit < 0 || limit > wire.MaxLimit:
+		return 0, model.Invalid("limit", "must be between 1 and 1000")
+	}
+	return limit, nil
+}

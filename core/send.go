@@ -1,0 +1,208 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// Operation names, also used to scope idempotency keys and scheduled
+// entries.
+const (
+	opDispatch = "dispatch"
+	opPostSend = "post_send"
+)
+
+// checked is a validated message ready to plan.
+type checked struct {
+	msg     *message.Message
+	id      string
+	body    []byte
+	isGroup bool // from is a known group and source is set
+}
+
+func (s *Service) check(ctx context.Context, m *message.Message) (*checked, error) {
+	if m == nil {
+		return nil, model.Invalid("msg", "is required")
+	}
+	fromGroup := false
+	if m.From != "" {
+		g, err := s.st.IsGroup(ctx, m.From)
+		if err != nil {
+			return nil, err
+		}
+		fromGroup = g
+	}
+	if fromGroup && m.Source == "" && len(m.To) == 0 {
+		return nil, model.Invalid("msg.source", "a group message needs its author in source (or recipients in to)")
+	}
+	body, err := m.Validate(s.cfg.MaxMessageBytes, fromGroup)
+	if err != nil {
+		return nil, err
+	}
+	return &checked{msg: m, id: message.IDOf(body), body: body, isGroup: fromGroup && m.Source != ""}, nil
+}
+
+// dueTime turns delay_ms / deliver_at_ms into an absolute due time. A delay
+// of zero or less, or a due time not in the future, means immediate.
+func (s *Service) dueTime(delayMS, deliverAtMS *int64, nowMS int64) (int64, bool, error) {
+	if delayMS != nil && deliverAtMS != nil {
+		return 0, false, model.Invalid("delay_ms", "give delay_ms or deliver_at_ms, not both")
+	}
+	maxMS := s.cfg.MaxDelay.Milliseconds()
+	switch {
+	case delayMS != nil && *delayMS > 0:
+		if *delayMS > maxMS {
+			return 0, false, model.Invalid("delay_ms", fmt.Sprintf("must be at most %d (%s)", maxMS, s.cfg.MaxDelay))
+		}
+		return nowMS + *delayMS, true, nil
+	case deliverAtMS != nil && *deliverAtMS > nowMS:
+		if *deliverAtMS-nowMS > maxMS {
+			return 0, false, model.Invalid("deliver_at_ms", fmt.Sprintf("must be at most %s in the future", s.cfg.MaxDelay))
+		}
+		return *deliverAtMS, true, nil
+	}
+	return 0, false, nil
+}
+
+func rfc3339(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+}
+
+// recipientsOf lists who a message is for, for the scheduled listing.
+func recipientsOf(c *checked) []string {
+	if c.isGroup {
+		return []string{c.msg.From}
+	}
+	return uniq(c.msg.To)
+}
+
+// Dispatch stores an inbound message and puts it in its recipients'
+// inboxes (or, for a group message, in the group's inbox and each
+// subscriber's).
+func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.DispatchRequest) (*wire.DispatchResult, error) {
+	if who.Role != model.RoleAdmin && who.Role != model.RoleTunnel {
+		return nil, model.Forbidden("dispatch needs a tunnel or admin token; agents send with post_send")
+	}
+	c, err := s.check(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	now := s.nowMS()
+	due, delayed, err := s.dueTime(req.DelayMS, req.DeliverAtMS, now)
+	if err != nil {
+		return nil, err
+	}
+	idem := s.idem(who, opDispatch, req.IdempotencyKey)
+	if delayed {
+		ctxJSON, _ := json.Marshal(req.IngressCtx)
+		if err := s.schedule(ctx, c, opDispatch, ctxJSON, due, now, idem); err != nil {
+			return nil, err
+		}
+		return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
+			DeliveredRecipients: []string{}, DroppedRecipients: []string{}, DeliveredAgents: []string{}}, nil
+	}
+	p, res, err := s.planDispatch(ctx, c, req.IngressCtx, now)
+	if err != nil {
+		return nil, err
+	}
+	p.Idem = idem
+	if err := s.apply(ctx, p); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// PostSend stores an outbound message: a copy in the author's OUTBOX, a
+// TUNNEL_OUTBOX record per chosen route of each routed recipient, and an
+// INBOX record for each local recipient.
+func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.PostSendRequest) (*wire.PostSendResult, error) {
+	if req.Msg == nil {
+		return nil, model.Invalid("msg", "is required")
+	}
+	if !isAdmin(who) && req.Msg.From != who.DID && req.Msg.Source != who.DID {
+		return nil, model.Forbidden(fmt.Sprintf("%s may post_send only as itself (msg.from or msg.source)", who.DID))
+	}
+	c, err := s.check(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	now := s.nowMS()
+	due, delayed, err := s.dueTime(req.DelayMS, req.DeliverAtMS, now)
+	if err != nil {
+		return nil, err
+	}
+	idem := s.idem(who, opPostSend, req.IdempotencyKey)
+	if delayed {
+		ctxJSON, _ := json.Marshal(req.SendCtx)
+		if err := s.schedule(ctx, c, opPostSend, ctxJSON, due, now, idem); err != nil {
+			return nil, err
+		}
+		return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
+			Deliveries: []wire.Delivery{}, LocalRecipients: []string{}, DroppedRecipients: []string{}}, nil
+	}
+	p, res, err := s.planPostSend(ctx, c, req.SendCtx, now)
+	if err != nil {
+		return nil, err
+	}
+	p.Idem = idem
+	if err := s.apply(ctx, p); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *Service) idem(who model.Identity, op, key string) *store.Idempotency {
+	if key == "" {
+		return nil
+	}
+	return &store.Idempotency{Scope: who.DID + "|" + op, Key: key}
+}
+
+func (s *Service) schedule(ctx context.Context, c *checked, op string, ctxJSON []byte, due, now int64, idem *store.Idempotency) error {
+	e := &store.ScheduleEntry{Op: op, MsgID: c.id, MsgBody: c.body, Ctx: ctxJSON,
+		Recipients: recipientsOf(c), DueAtMS: due, CreatedAtMS: now}
+	_, created, err := s.st.Schedule(ctx, e, idem)
+	if err != nil {
+		return err
+	}
+	if created {
+		s.cfg.Metrics.Scheduled()
+		kick(s.schedKick)
+	}
+	return nil
+}
+
+// apply writes a plan and wakes whoever waits on the boxes it touched.
+func (s *Service) apply(ctx context.Context, p *store.Plan) error {
+	if len(p.Records) == 0 && p.ConsumeSchedule == 0 {
+		return nil
+	}
+	res, err := s.st.Apply(ctx, p)
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Created {
+		s.cfg.Metrics.Created(r.BoxKind, 1)
+	}
+	s.changedRecords(res.Created)
+	return nil
+}
+
+func uniq(in []string) []string {
+	out := make([]string, 0, len(in))
+	seen := make(map[string]bool, len(in))
+	for _, v := range in {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}

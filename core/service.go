@@ -1,0 +1,168 @@
+// Package core is msgcenter's message domain: dispatch and post_send
+// planning, boxes with claims and leases, retries with backoff and dead
+// letters, delayed delivery, groups, read receipts, contacts, conversations,
+// events and tokens. It knows nothing of SQL or HTTP: it runs on a
+// store.Store and is called by the api package (and by tests) directly.
+package core
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// Config tunes the service. Zero values take the defaults of DESIGN.md.
+type Config struct {
+	// MaxMessageBytes bounds a message's canonical JSON (default 1 MiB).
+	MaxMessageBytes int
+	// DefaultLease is the lease of a claim that names none (default 300 s).
+	DefaultLease time.Duration
+	// MaxLease bounds a requested lease (default 12 h).
+	MaxLease time.Duration
+	// MaxAttempts is how many failed attempts make a record DEAD (default 3).
+	MaxAttempts int
+	// BackoffBase and BackoffMax shape the retry delay: base·2^(n-1),
+	// capped (defaults 1 s and 5 min).
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxWait bounds a long poll (default 300 s).
+	MaxWait time.Duration
+	// MaxDelay bounds delayed delivery (default 10 years; never below 1 year).
+	MaxDelay time.Duration
+	// IdleRecheck is how long background loops sleep at most when they know
+	// of no upcoming work, as a safety net (default 5 s).
+	IdleRecheck time.Duration
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Metrics receives counters (default: none).
+	Metrics Metrics
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = message.DefaultMaxBytes
+	}
+	if c.DefaultLease <= 0 {
+		c.DefaultLease = 300 * time.Second
+	}
+	if c.MaxLease <= 0 {
+		c.MaxLease = 12 * time.Hour
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 5 * time.Minute
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 300 * time.Second
+	}
+	if c.MaxDelay < 366*24*time.Hour {
+		c.MaxDelay = 10 * 365 * 24 * time.Hour
+	}
+	if c.IdleRecheck <= 0 {
+		c.IdleRecheck = 5 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
+	}
+}
+
+// Service is the message center. Create it with New, start its background
+// work with Run, and call its operations from any goroutine.
+type Service struct {
+	st     store.Store
+	cfg    Config
+	log    *slog.Logger
+	notify *notifier
+
+	// schedMu keeps materialization of delayed messages in due order when
+	// the scheduler loop and an admin flush run at once.
+	schedMu    sync.Mutex
+	schedKick  chan struct{}
+	reaperKick chan struct{}
+	reaperAt   wakeTime
+}
+
+// New returns a service over st.
+func New(st store.Store, cfg Config) *Service {
+	cfg.setDefaults()
+	return &Service{
+		st:         st,
+		cfg:        cfg,
+		log:        cfg.Logger,
+		notify:     newNotifier(),
+		schedKick:  make(chan struct{}, 1),
+		reaperKick: make(chan struct{}, 1),
+	}
+}
+
+// Config returns the effective configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+func (s *Service) nowMS() int64 { return s.cfg.Now().UnixMilli() }
+
+// Run does the background work — materializing due delayed messages and
+// returning records whose lease expired — until ctx is done.
+func (s *Service) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.runScheduler(ctx) }()
+	go func() { defer wg.Done(); s.runReaper(ctx) }()
+	wg.Wait()
+	return nil
+}
+
+// Stats is a snapshot for gauges.
+type Stats struct {
+	Records   []store.BoxStateCount
+	Scheduled int64
+}
+
+// Stats counts records by box and state and pending delayed messages.
+func (s *Service) Stats(ctx context.Context) (Stats, error) {
+	counts, err := s.st.CountRecords(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	_, n, err := s.st.ListScheduled(ctx, "", 0)
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats{Records: counts, Scheduled: n}, nil
+}
+
+// Metrics receives the service's counters. The api package backs it with
+// Prometheus; the core only calls it.
+type Metrics interface {
+	Claimed(box model.BoxKind)
+	Retried(box model.BoxKind)
+	Dead(box model.BoxKind)
+	LeaseExpired(box model.BoxKind)
+	Created(box model.BoxKind, n int)
+	Scheduled()
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Claimed(model.BoxKind)      {}
+func (noMetrics) Retried(model.BoxKind)      {}
+func (noMetrics) Dead(model.BoxKind)         {}
+func (noMetrics) LeaseExpired(model.BoxKind) {}
+func (noMetrics) Created(model.BoxKind, int) {}
+func (noMetrics) Scheduled()                 {}

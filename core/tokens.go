@@ -1,0 +1,73 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// AdminDID is the identity of the admin token the server creates on first
+// start.
+const AdminDID = "did:msgcenter:admin"
+
+const tokenPrefix = "mct_"
+
+// NewToken returns a fresh random token.
+func NewToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// hashToken is how tokens are stored: a leaked database reveals no token.
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// CreateToken makes a token bound to a DID with a role (admin only).
+func (s *Service) CreateToken(ctx context.Context, who model.Identity, req *wire.TokenRequest) (*wire.TokenResult, error) {
+	if err := requireAdmin(who, "creating tokens"); err != nil {
+		return nil, err
+	}
+	if err := message.CheckDID("did", req.DID, true); err != nil {
+		return nil, err
+	}
+	if !model.ValidRole(req.Role) {
+		return nil, model.Invalid("role", fmt.Sprintf("unknown role %q (want admin, agent or tunnel)", req.Role))
+	}
+	tok := NewToken()
+	if err := s.st.PutToken(ctx, hashToken(tok), model.Identity{DID: req.DID, Role: req.Role}, s.nowMS()); err != nil {
+		return nil, err
+	}
+	return &wire.TokenResult{Token: tok, DID: req.DID, Role: req.Role}, nil
+}
+
+// EnsureToken registers a known token (the admin token file's) for id.
+func (s *Service) EnsureToken(ctx context.Context, token string, id model.Identity) error {
+	if !strings.HasPrefix(token, tokenPrefix) {
+		return fmt.Errorf("token does not look like a msgcenter token")
+	}
+	return s.st.PutToken(ctx, hashToken(token), id, s.nowMS())
+}
+
+// Authenticate resolves a bearer token to an identity.
+func (s *Service) Authenticate(ctx context.Context, token string) (model.Identity, error) {
+	if token == "" {
+		return model.Identity{}, &model.Error{Kind: model.ErrUnauthorized, Message: "missing bearer token (Authorization: Bearer <token>)"}
+	}
+	id, err := s.st.Token(ctx, hashToken(token))
+	if errors.Is(err, model.ErrNotFound) {
+		return id, &model.Error{Kind: model.ErrUnauthorized, Message: "unknown or revoked token"}
+	}
+	return id, err
+}

@@ -1,0 +1,105 @@
+package model
+
+// ReceiptStatus is a reader's status for one message.
+type ReceiptStatus string
+
+// Receipt statuses (MsgReceiptObj).
+const (
+	ReceiptUnread      ReceiptStatus = "UNREAD"
+	ReceiptReading     ReceiptStatus = "READING"
+	ReceiptReaded      ReceiptStatus = "READED"
+	ReceiptAccepted    ReceiptStatus = "ACCEPTED"
+	ReceiptRejected    ReceiptStatus = "REJECTED"
+	ReceiptQuarantined ReceiptStatus = "QUARANTINED"
+)
+
+// ValidReceiptStatus reports whether s is a known receipt status.
+func ValidReceiptStatus(s ReceiptStatus) bool {
+	switch s {
+	case ReceiptUnread, ReceiptReading, ReceiptReaded, ReceiptAccepted, ReceiptRejected, ReceiptQuarantined:
+		return true
+	}
+	return false
+}
+
+// Receipt is a read receipt: one reader's state for one message. The latest
+// receipt per (msg, reader) wins.
+type Receipt struct {
+	MsgID   string        `json:"msg_id"`
+	Iss     string        `json:"iss"`
+	Reader  string        `json:"reader"`
+	GroupID string        `json:"group_id,omitempty"`
+	AtMS    int64         `json:"at_ms"`
+	Status  ReceiptStatus `json:"status"`
+	Reason  string        `json:"reason,omitempty"`
+}
+
+// ContactRoute is one endpoint through which a DID can be reached.
+type ContactRoute struct {
+	TunnelDID string `json:"tunnel_did"`
+	Address   string `json:"address,omitempty"`
+	Platform  string `json:"platform,omitempty"`
+	ChatID    string `json:"chat_id,omitempty"`
+	AccountID string `json:"account_id,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+	Priority  int    `json:"priority,omitempty"`
+}
+
+// Conversation is the per-owner summary of one thread (seed 004).
+type Conversation struct {
+	Owner        string  `json:"owner"`
+	ThreadKey    string  `json:"thread_key"`
+	LastMsgID    string  `json:"last_msg_id"`
+	LastRecordID string  `json:"last_record_id"`
+	LastBox      BoxKind `json:"last_box"`
+	LastSeq      int64   `json:"last_seq"`
+	UnreadCount  int64   `json:"unread_count"`
+	UpdatedAtMS  int64   `json:"updated_at_ms"`
+}
+
+// Event is one entry of the append-only event log.
+type Event struct {
+	EventID   int64   `json:"event_id"`
+	Type      string  `json:"type"`
+	Owner     string  `json:"owner,omitempty"`
+	BoxKind   BoxKind `json:"box_kind,omitempty"`
+	RecordID  string  `json:"record_id,omitempty"`
+	MsgID     string  `json:"msg_id,omitempty"`
+	FromState State   `json:"from_state,omitempty"`
+	ToState   State   `json:"to_state,omitempty"`
+	AtMS      int64   `json:"at_ms"`
+	Detail    string  `json:"detail,omitempty"`
+}
+
+// Event types.
+const (
+	EventRecordCreated   = "record.created"
+	EventRecordState     = "record.state_changed"
+	EventRecordClaimed   = "record.claimed"
+	EventRecordRetry     = "record.retry_scheduled"
+	EventRecordDead      = "record.dead"
+	EventLeaseExpired    = "record.lease_expired"
+	EventLeaseExtended   = "record.lease_extended"
+	EventRecordDelivered = "record.delivered"
+	EventRecordRedriven  = "record.redriven"
+	EventMsgScheduled    = "message.scheduled"
+)
+
+// Role is what a token may do.
+type Role string
+
+// Token roles.
+const (
+	RoleAdmin  Role = "admin"
+	RoleAgent  Role = "agent"
+	RoleTunnel Role = "tunnel"
+)
+
+// ValidRole reports whether r is a known role.
+func ValidRole(r Role) bool { return r == RoleAdmin || r == RoleAgent || r == RoleTunnel }
+
+// Identity is who is calling: the DID a token is bound to and its role.
+type Identity struct {
+	DID  string `json:"did"`
+	Role Role   `json:"role"`
+}

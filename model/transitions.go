@@ -1,0 +1,61 @@
+package model
+
+import "fmt"
+
+// transitions is the one table of allowed state changes, per box family.
+// Everything that changes a record's state (claims, acks, failures, lease
+// expiry, redrive, user updates) is checked against it.
+var transitions = map[bool]map[State][]State{
+	// inbox family: INBOX, GROUP_INBOX, REQUEST_BOX, OUTBOX
+	false: {
+		Unread:   {Reading, Readed, Dead, Archived, Deleted},
+		Reading:  {Readed, Unread, Dead, Archived, Deleted},
+		Readed:   {Unread, Archived, Deleted},
+		Dead:     {Unread, Archived, Deleted},
+		Archived: {Unread, Readed, Deleted},
+		Sent:     {Archived, Deleted}, // the author's OUTBOX copy
+		Deleted:  {},
+	},
+	// outbound family: TUNNEL_OUTBOX
+	true: {
+		Wait:     {Sending, Dead, Archived, Deleted},
+		Sending:  {Sent, Wait, Failed, Dead, Archived, Deleted},
+		Failed:   {Wait, Dead, Archived, Deleted},
+		Sent:     {Archived, Deleted},
+		Dead:     {Wait, Archived, Deleted},
+		Archived: {Wait, Deleted},
+		Deleted:  {},
+	},
+}
+
+// CanTransition reports whether a record of box b may move from one state
+// to another.
+func CanTransition(b BoxKind, from, to State) bool {
+	for _, s := range transitions[b.IsOutbound()][from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckTransition returns an ErrInvalidTransition error naming the states
+// when the move is not in the table.
+func CheckTransition(b BoxKind, from, to State) error {
+	if CanTransition(b, from, to) {
+		return nil
+	}
+	return &Error{Kind: ErrInvalidTransition, Field: "new_state",
+		Message: fmt.Sprintf("a %s record cannot move from %s to %s", b, from, to)}
+}
+
+// StatesOf lists the states a record of box b can ever be in.
+func StatesOf(b BoxKind) []State {
+	var out []State
+	for _, s := range States {
+		if _, ok := transitions[b.IsOutbound()][s]; ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,185 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// SetGroupSubscribers replaces a group's subscriber set. The group row is
+// written even for an empty set: a group with no subscribers is still a
+// group, not a plain DID.
+func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, nowMS int64) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (group_did, updated_at_ms) VALUES (?, ?)
+			ON CONFLICT (group_did) DO UPDATE SET updated_at_ms = excluded.updated_at_ms`, group, nowMS); err != nil {
+			return fmt.Errorf("sqlite: set group: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM group_subscribers WHERE group_did = ?", group); err != nil {
+			return fmt.Errorf("sqlite: set group subscribers: %w", err)
+		}
+		if len(subscribers) == 0 {
+			return nil
+		}
+		ins, err := tx.PrepareContext(ctx,
+			"INSERT INTO group_subscribers (group_did, subscriber) VALUES (?, ?) ON CONFLICT DO NOTHING")
+		if err != nil {
+			return fmt.Errorf("sqlite: set group subscribers: %w", err)
+		}
+		defer ins.Close()
+		for _, sub := range subscribers {
+			if _, err := ins.ExecContext(ctx, group, sub); err != nil {
+				return fmt.Errorf("sqlite: set group subscribers: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// GroupSubscribers returns a group's subscribers, sorted.
+func (s *Store) GroupSubscribers(ctx context.Context, group string) ([]string, error) {
+	// The LEFT JOIN tells "no such group" (no row) from "empty group" (one
+	// row with a NULL subscriber) in one query.
+	rows, err := s.r.QueryContext(ctx, `SELECT gs.subscriber FROM groups g
+		LEFT JOIN group_subscribers gs ON gs.group_did = g.group_did
+		WHERE g.group_did = ? ORDER BY gs.subscriber`, group)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: group subscribers: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	found := false
+	for rows.Next() {
+		found = true
+		var sub sql.NullString
+		if err := rows.Scan(&sub); err != nil {
+			return nil, fmt.Errorf("sqlite: group subscribers: %w", err)
+		}
+		if sub.Valid {
+			out = append(out, sub.String)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: group subscribers: %w", err)
+	}
+	if !found {
+		return nil, model.NotFound("group")
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
+}
+
+func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, error) {
+	var ok bool
+	if err := s.r.QueryRowContext(ctx, q, args...).Scan(&ok); err != nil {
+		return false, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	return ok, nil
+}
+
+// IsGroup reports whether did is a group.
+func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
+	return s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = ?)", did)
+}
+
+// IsSubscriber reports whether did subscribes to group.
+func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, error) {
+	return s.exists(ctx, "is subscriber",
+		"SELECT EXISTS (SELECT 1 FROM group_subscribers WHERE group_did = ? AND subscriber = ?)", group, did)
+}
+
+// SetBlock makes owner block (on) or unblock blocked. Blocking twice keeps
+// the first time.
+func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		if on {
+			_, err = tx.ExecContext(ctx, `INSERT INTO blocks (owner, blocked, at_ms) VALUES (?, ?, ?)
+				ON CONFLICT (owner, blocked) DO NOTHING`, owner, blocked, nowMS)
+		} else {
+			_, err = tx.ExecContext(ctx, "DELETE FROM blocks WHERE owner = ? AND blocked = ?", owner, blocked)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: set block: %w", err)
+		}
+		return nil
+	})
+}
+
+// BlockedBy returns which of owners block sender. The owners travel as one
+// JSON array parameter, so a fan-out of any size is one query with a fixed
+// text and no parameter limit to chunk around.
+func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(owners) == 0 {
+		return out, nil
+	}
+	list, err := json.Marshal(owners)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: blocked by: %w", err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT owner FROM blocks
+		WHERE blocked = ? AND owner IN (SELECT value FROM json_each(?))`, sender, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: blocked by: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return nil, fmt.Errorf("sqlite: blocked by: %w", err)
+		}
+		out[o] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: blocked by: %w", err)
+	}
+	return out, nil
+}
+
+// SetRoutes replaces did's routes; their order is kept.
+func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM routes WHERE did = ?", did); err != nil {
+			return fmt.Errorf("sqlite: set routes: %w", err)
+		}
+		for i, r := range routes {
+			_, err := tx.ExecContext(ctx, `INSERT INTO routes (did, idx, tunnel_did, address, platform,
+					chat_id, account_id, mode, priority)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				did, i, r.TunnelDID, r.Address, r.Platform, r.ChatID, r.AccountID, r.Mode, r.Priority)
+			if err != nil {
+				return fmt.Errorf("sqlite: set routes: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// Routes returns did's routes in the order they were set.
+func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
+		mode, priority FROM routes WHERE did = ? ORDER BY idx`, did)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: routes: %w", err)
+	}
+	defer rows.Close()
+	out := []model.ContactRoute{}
+	for rows.Next() {
+		var r model.ContactRoute
+		if err := rows.Scan(&r.TunnelDID, &r.Address, &r.Platform, &r.ChatID, &r.AccountID,
+			&r.Mode, &r.Priority); err != nil {
+			return nil, fmt.Errorf("sqlite: routes: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: routes: %w", err)
+	}
+	return out, nil
+}

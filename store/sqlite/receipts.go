@@ -1,0 +1,170 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+const receiptCols = "msg_id, iss, reader, group_id, at_ms, status, reason"
+
+func scanReceipt(sc scanner) (model.Receipt, error) {
+	var r model.Receipt
+	var status string
+	err := sc.Scan(&r.MsgID, &r.Iss, &r.Reader, &r.GroupID, &r.AtMS, &status, &r.Reason)
+	r.Status = model.ReceiptStatus(status)
+	return r, err
+}
+
+// PutReceipt stores r unless a later receipt for (msg, reader) exists, and
+// returns whichever is stored. Ties go to the newcomer, so re-sending the
+// same receipt is harmless and a correction at the same millisecond lands.
+func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error) {
+	var out model.Receipt
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO receipts (`+receiptCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (msg_id, reader) DO UPDATE SET
+				iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
+				status = excluded.status, reason = excluded.reason
+			WHERE excluded.at_ms >= receipts.at_ms`,
+			r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason)
+		if err != nil {
+			return fmt.Errorf("sqlite: put receipt: %w", err)
+		}
+		out, err = scanReceipt(tx.QueryRowContext(ctx,
+			"SELECT "+receiptCols+" FROM receipts WHERE msg_id = ? AND reader = ?", r.MsgID, r.Reader))
+		if err != nil {
+			return fmt.Errorf("sqlite: put receipt: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ListReceipts lists receipts matching every set field of f.
+func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]model.Receipt, error) {
+	var conds []string
+	var args []any
+	for _, c := range []struct{ col, v string }{{"msg_id", f.MsgID}, {"group_id", f.GroupID}, {"reader", f.Reader}} {
+		if c.v != "" {
+			conds = append(conds, c.col+" = ?")
+			args = append(args, c.v)
+		}
+	}
+	q := "SELECT " + receiptCols + " FROM receipts"
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	q += " ORDER BY at_ms, msg_id, reader LIMIT ?"
+	args = append(args, limitOr(f.Limit, defaultLimit))
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list receipts: %w", err)
+	}
+	defer rows.Close()
+	out := []model.Receipt{}
+	for rows.Next() {
+		r, err := scanReceipt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list receipts: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list receipts: %w", err)
+	}
+	return out, nil
+}
+
+// ListConversations lists an owner's conversations, most recent first.
+func (s *Store) ListConversations(ctx context.Context, owner string, limit int) ([]model.Conversation, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT owner, thread_key, last_msg_id, last_record_id, last_box,
+			last_seq, unread_count, updated_at_ms
+		FROM conversations WHERE owner = ?
+		ORDER BY updated_at_ms DESC, thread_key LIMIT ?`, owner, limitOr(limit, defaultLimit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list conversations: %w", err)
+	}
+	defer rows.Close()
+	out := []model.Conversation{}
+	for rows.Next() {
+		var c model.Conversation
+		var box string
+		if err := rows.Scan(&c.Owner, &c.ThreadKey, &c.LastMsgID, &c.LastRecordID, &box,
+			&c.LastSeq, &c.UnreadCount, &c.UpdatedAtMS); err != nil {
+			return nil, fmt.Errorf("sqlite: list conversations: %w", err)
+		}
+		c.LastBox = model.BoxKind(box)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list conversations: %w", err)
+	}
+	return out, nil
+}
+
+// ListEvents pages the event log after f.After, optionally for one owner.
+func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]model.Event, error) {
+	q := `SELECT event_id, type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail
+		FROM events WHERE event_id > ?`
+	args := []any{f.After}
+	if f.Owner != "" {
+		q += " AND owner = ?"
+		args = append(args, f.Owner)
+	}
+	q += " ORDER BY event_id LIMIT ?"
+	args = append(args, limitOr(f.Limit, defaultLimit))
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list events: %w", err)
+	}
+	defer rows.Close()
+	out := []model.Event{}
+	for rows.Next() {
+		var e model.Event
+		var box, from, to string
+		if err := rows.Scan(&e.EventID, &e.Type, &e.Owner, &box, &e.RecordID, &e.MsgID,
+			&from, &to, &e.AtMS, &e.Detail); err != nil {
+			return nil, fmt.Errorf("sqlite: list events: %w", err)
+		}
+		e.BoxKind, e.FromState, e.ToState = model.BoxKind(box), model.State(from), model.State(to)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list events: %w", err)
+	}
+	return out, nil
+}
+
+// PutToken binds a token hash to an identity, replacing any earlier binding.
+func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (hash, did, role, created_at_ms) VALUES (?, ?, ?, ?)
+			ON CONFLICT (hash) DO UPDATE SET did = excluded.did, role = excluded.role,
+				created_at_ms = excluded.created_at_ms`, hash, id.DID, string(id.Role), nowMS)
+		if err != nil {
+			return fmt.Errorf("sqlite: put token: %w", err)
+		}
+		return nil
+	})
+}
+
+// Token returns the identity a token hash is bound to.
+func (s *Store) Token(ctx context.Context, hash string) (model.Identity, error) {
+	var id model.Identity
+	var role string
+	err := s.r.QueryRowContext(ctx, "SELECT did, role FROM tokens WHERE hash = ?", hash).Scan(&id.DID, &role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return id, model.NotFound("token")
+	}
+	if err != nil {
+		return id, fmt.Errorf("sqlite: token: %w", err)
+	}
+	id.Role = model.Role(role)
+	return id, nil
+}

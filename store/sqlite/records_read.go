@@ -1,0 +1,224 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanRecord reads one row of recordCols.
+func scanRecord(sc scanner) (model.Record, error) {
+	var (
+		r                    model.Record
+		box, state           string
+		tags, route          []byte
+		leaseID, leaseHolder sql.NullString
+		leaseUntil           sql.NullInt64
+		d                    = &r.Delivery
+	)
+	err := sc.Scan(&r.RecordID, &r.Owner, &box, &r.MsgID, &state, &r.Seq, &r.CreatedAtMS,
+		&r.UpdatedAtMS, &r.SortKey, &r.ThreadKey, &tags, &route, &d.Attempts, &d.NextRetryAtMS,
+		&d.ExternalMsgID, &d.DeliveredAtMS, &d.ErrorCode, &d.ErrorMessage, &d.RetryAfterMS,
+		&d.LastError, &leaseID, &leaseHolder, &leaseUntil)
+	if err != nil {
+		return r, err
+	}
+	r.BoxKind, r.State = model.BoxKind(box), model.State(state)
+	if len(tags) > 0 {
+		if err := json.Unmarshal(tags, &r.Tags); err != nil {
+			return r, fmt.Errorf("sqlite: record %s: bad tags: %w", r.RecordID, err)
+		}
+	}
+	if len(route) > 0 {
+		r.Route = new(model.Route)
+		if err := json.Unmarshal(route, r.Route); err != nil {
+			return r, fmt.Errorf("sqlite: record %s: bad route: %w", r.RecordID, err)
+		}
+	}
+	if leaseUntil.Valid {
+		r.Lease = &model.Lease{ID: leaseID.String, Holder: leaseHolder.String, ExpiresAtMS: leaseUntil.Int64}
+	}
+	return r, nil
+}
+
+// queryRecords runs q against db (or a tx) and scans every row.
+func queryRecords(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string, args ...any) ([]model.Record, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []model.Record{}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// GetRecord returns one record or model.ErrNotFound.
+func (s *Store) GetRecord(ctx context.Context, recordID string) (model.Record, error) {
+	r, err := scanRecord(s.st.getRecord.QueryRowContext(ctx, recordID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, model.NotFound("record")
+	}
+	if err != nil {
+		return r, fmt.Errorf("sqlite: get record %s: %w", recordID, err)
+	}
+	return r, nil
+}
+
+// stateFilter appends "AND state IN (...)" for a non-empty list.
+func stateFilter(b *strings.Builder, args []any, states []model.State) []any {
+	if len(states) == 0 {
+		return args
+	}
+	b.WriteString(" AND state IN (" + placeholders(len(states)) + ")")
+	for _, st := range states {
+		args = append(args, string(st))
+	}
+	return args
+}
+
+// ListRecords pages a box by (sort_key, record_id), the index order, so a
+// page costs its size whatever the cursor's depth.
+func (s *Store) ListRecords(ctx context.Context, p store.ListParams) ([]model.Record, error) {
+	var b strings.Builder
+	b.WriteString("SELECT " + recordCols + " FROM records WHERE owner = ? AND box = ?")
+	args := []any{p.Owner, string(p.Box)}
+	args = stateFilter(&b, args, p.States)
+	if p.Tag != "" {
+		b.WriteString(" AND EXISTS (SELECT 1 FROM json_each(records.tags) WHERE json_each.value = ?)")
+		args = append(args, p.Tag)
+	}
+	dir, cmp := "ASC", ">"
+	if p.Desc {
+		dir, cmp = "DESC", "<"
+	}
+	if p.CursorRecordID != "" {
+		b.WriteString(" AND (sort_key, record_id) " + cmp + " (?, ?)")
+		args = append(args, p.CursorSortKey, p.CursorRecordID)
+	}
+	b.WriteString(" ORDER BY sort_key " + dir + ", record_id " + dir + " LIMIT ?")
+	args = append(args, limitOr(p.Limit, defaultLimit))
+	out, err := queryRecords(ctx, s.r, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list records: %w", err)
+	}
+	return out, nil
+}
+
+// Sync reads a box as a log, in seq order after AfterSeq.
+func (s *Store) Sync(ctx context.Context, p store.SyncParams) ([]model.Record, error) {
+	var b strings.Builder
+	b.WriteString("SELECT " + recordCols + " FROM records WHERE owner = ? AND box = ? AND seq > ?")
+	args := []any{p.Owner, string(p.Box), p.AfterSeq}
+	if p.ThreadKey != "" {
+		b.WriteString(" AND thread_key = ?")
+		args = append(args, p.ThreadKey)
+	}
+	args = stateFilter(&b, args, p.States)
+	b.WriteString(" ORDER BY seq LIMIT ?")
+	args = append(args, limitOr(p.Limit, defaultLimit))
+	out, err := queryRecords(ctx, s.r, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: sync: %w", err)
+	}
+	return out, nil
+}
+
+// ExpiredLeases lists held records whose lease ran out at or before nowMS,
+// oldest expiry first.
+func (s *Store) ExpiredLeases(ctx context.Context, nowMS int64, limit int) ([]model.Record, error) {
+	out, err := queryRecords(ctx, s.r, "SELECT "+recordCols+` FROM records
+		WHERE lease_until_ms IS NOT NULL AND lease_until_ms <= ?
+		ORDER BY lease_until_ms LIMIT ?`, nowMS, limitOr(limit, defaultLimit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: expired leases: %w", err)
+	}
+	return out, nil
+}
+
+// minValue runs a SELECT MIN(...) query; ok is false when it is NULL.
+func (s *Store) minValue(ctx context.Context, what, q string, args ...any) (int64, bool, error) {
+	var v sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, q, args...).Scan(&v); err != nil {
+		return 0, false, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	return v.Int64, v.Valid, nil
+}
+
+// NextLeaseExpiry returns the earliest lease expiry of any held record.
+func (s *Store) NextLeaseExpiry(ctx context.Context) (int64, bool, error) {
+	return s.minValue(ctx, "next lease expiry",
+		"SELECT MIN(lease_until_ms) FROM records WHERE lease_until_ms IS NOT NULL")
+}
+
+// NextVisible returns the earliest visible_at_ms > afterMS in one state of
+// one box.
+func (s *Store) NextVisible(ctx context.Context, owner string, box model.BoxKind, state model.State, afterMS int64) (int64, bool, error) {
+	return s.minValue(ctx, "next visible", `SELECT MIN(visible_at_ms) FROM records
+		WHERE owner = ? AND box = ? AND state = ? AND visible_at_ms > ?`,
+		owner, string(box), string(state), afterMS)
+}
+
+// CountRecords counts records by box kind and state.
+func (s *Store) CountRecords(ctx context.Context) ([]store.BoxStateCount, error) {
+	rows, err := s.r.QueryContext(ctx,
+		"SELECT box, state, COUNT(*) FROM records GROUP BY box, state ORDER BY box, state")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count records: %w", err)
+	}
+	defer rows.Close()
+	out := []store.BoxStateCount{}
+	for rows.Next() {
+		var c store.BoxStateCount
+		var box, state string
+		if err := rows.Scan(&box, &state, &c.Count); err != nil {
+			return nil, fmt.Errorf("sqlite: count records: %w", err)
+		}
+		c.Box, c.State = model.BoxKind(box), model.State(state)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count records: %w", err)
+	}
+	return out, nil
+}
+
+// GetMessage returns a message's canonical JSON body.
+func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
+	var body []byte
+	err := s.st.getMessage.QueryRowContext(ctx, msgID).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, model.NotFound("message")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get message %s: %w", msgID, err)
+	}
+	return body, nil
+}
+
+// CanReadMessage reports whether did owns a record of the message.
+func (s *Store) CanReadMessage(ctx context.Context, did, msgID string) (bool, error) {
+	var ok bool
+	err := s.r.QueryRowContext(ctx,
+		"SELECT EXISTS (SELECT 1 FROM records WHERE msg_id = ? AND owner = ?)", msgID, did).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: can read message: %w", err)
+	}
+	return ok, nil
+}

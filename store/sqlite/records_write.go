@@ -1,0 +1,289 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// Apply writes one delivery plan in one transaction.
+func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, error) {
+	var res *store.ApplyResult
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res = &store.ApplyResult{}
+		if p.Idem != nil {
+			if err := s.bindIdem(ctx, tx, p.Idem, p.MsgID, p.NowMS); err != nil {
+				return err
+			}
+		}
+		if err := s.putMessage(ctx, tx, p.MsgID, p.MsgBody, p.NowMS); err != nil {
+			return err
+		}
+		if p.ConsumeSchedule != 0 {
+			n, err := execN(ctx, tx.StmtContext(ctx, s.st.consumeSched), p.ConsumeSchedule)
+			if err != nil {
+				return fmt.Errorf("sqlite: consume schedule: %w", err)
+			}
+			if n == 0 {
+				return model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
+			}
+			if _, err := tx.StmtContext(ctx, s.st.consumeSchedTo).ExecContext(ctx, p.ConsumeSchedule); err != nil {
+				return fmt.Errorf("sqlite: consume schedule: %w", err)
+			}
+		}
+		if len(p.Records) == 0 {
+			return nil
+		}
+		w := s.txStmts(ctx, tx)
+		for i := range p.Records {
+			rec := p.Records[i]
+			created, err := w.insertRecord(ctx, &rec, p.NowMS)
+			if err != nil {
+				return err
+			}
+			if !created {
+				res.Existing = append(res.Existing, rec.RecordID)
+				continue
+			}
+			if err := w.event(ctx, model.EventRecordCreated, &rec, "", rec.State, p.NowMS, ""); err != nil {
+				return err
+			}
+			if rec.BoxKind.HasConversations() && rec.ThreadKey != "" {
+				unread := 0
+				if rec.State.IsUnread() {
+					unread = 1
+				}
+				if _, err := w.bind(&w.upsertConv, w.st.upsertConv).ExecContext(ctx, rec.Owner, rec.ThreadKey, rec.MsgID, rec.RecordID,
+					string(rec.BoxKind), rec.Seq, unread, p.NowMS); err != nil {
+					return fmt.Errorf("sqlite: update conversation: %w", err)
+				}
+			}
+			res.Created = append(res.Created, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// bindIdem records that (scope, key) carries msgID, or fails with a
+// conflict if it already carries another message.
+func (s *Store) bindIdem(ctx context.Context, tx *sql.Tx, idem *store.Idempotency, msgID string, nowMS int64) error {
+	n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, msgID, nowMS)
+	if err != nil {
+		return fmt.Errorf("sqlite: idempotency key: %w", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var bound string
+	if err := tx.StmtContext(ctx, s.st.getIdem).QueryRowContext(ctx, idem.Scope, idem.Key).Scan(&bound); err != nil {
+		return fmt.Errorf("sqlite: idempotency key: %w", err)
+	}
+	if bound != msgID {
+		return model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
+	}
+	return nil
+}
+
+// putMessage stores a body unless one is already stored: ids are content
+// hashes, so an existing body is the same body.
+func (s *Store) putMessage(ctx context.Context, tx *sql.Tx, msgID string, body []byte, nowMS int64) error {
+	if len(body) == 0 {
+		return nil
+	}
+	if _, err := tx.StmtContext(ctx, s.st.insertMsg).ExecContext(ctx, msgID, body, nowMS); err != nil {
+		return fmt.Errorf("sqlite: store message: %w", err)
+	}
+	return nil
+}
+
+// Claim takes the first visible record in From of one box.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (model.Record, error) {
+	var rec model.Record
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		w := s.txStmts(ctx, tx)
+		rec, err = scanRecord(w.bind(&w.claim, w.st.claim).QueryRowContext(ctx, string(p.To), p.LeaseID, p.Holder,
+			p.LeaseUntilMS, p.NowMS, p.Owner, string(p.Box), string(p.From)))
+		if errors.Is(err, sql.ErrNoRows) {
+			return model.NotFound("claimable record")
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: claim: %w", err)
+		}
+		if err := w.event(ctx, model.EventRecordClaimed, &rec, p.From, p.To, p.NowMS, "holder="+p.Holder); err != nil {
+			return err
+		}
+		return w.unreadDelta(ctx, &rec, p.From, p.To)
+	})
+	return rec, err
+}
+
+// Update is a compare-and-set on one record's state (and lease).
+func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, error) {
+	var rec model.Record
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		w := s.txStmts(ctx, tx)
+		d := &u.Delivery
+		var leaseID, holder, until any
+		if u.Lease != nil {
+			leaseID, holder, until = u.Lease.ID, u.Lease.Holder, u.Lease.ExpiresAtMS
+		}
+		var err error
+		rec, err = scanRecord(w.bind(&w.update, w.st.update).QueryRowContext(ctx, string(u.To), d.Attempts, d.NextRetryAtMS,
+			d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
+			u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.updateMiss(ctx, tx, u)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: update record: %w", err)
+		}
+		typ := u.EventType
+		if typ == "" {
+			typ = model.EventRecordState
+		}
+		if err := w.event(ctx, typ, &rec, u.From, u.To, u.NowMS, u.EventDetail); err != nil {
+			return err
+		}
+		return w.unreadDelta(ctx, &rec, u.From, u.To)
+	})
+	return rec, err
+}
+
+// updateMiss explains why an Update's compare-and-set matched nothing.
+func (s *Store) updateMiss(ctx context.Context, tx *sql.Tx, u *store.Update) error {
+	var state, lease string
+	err := tx.StmtContext(ctx, s.st.recordState).QueryRowContext(ctx, u.RecordID).Scan(&state, &lease)
+	if errors.Is(err, sql.ErrNoRows) {
+		return model.NotFound("record")
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: update record: %w", err)
+	}
+	if model.State(state) != u.From {
+		return model.Conflict("state", fmt.Sprintf("record %s is %s, not %s", u.RecordID, state, u.From))
+	}
+	return model.Conflict("lease_id", fmt.Sprintf("record %s is no longer held under lease %q", u.RecordID, u.ExpectLeaseID))
+}
+
+// txWriter binds the hot statements to one write transaction, each on
+// first use: Tx.StmtContext is cheap but not free, and most transactions
+// need only a few of them.
+type txWriter struct {
+	ctx context.Context
+	tx  *sql.Tx
+	st  *stmts
+	// bound copies, by parent statement
+	insertRec, bumpSeq, insertEvent, upsertConv, convUnread, claim, update *sql.Stmt
+}
+
+func (s *Store) txStmts(ctx context.Context, tx *sql.Tx) *txWriter {
+	return &txWriter{ctx: ctx, tx: tx, st: &s.st}
+}
+
+func (w *txWriter) bind(slot **sql.Stmt, parent *sql.Stmt) *sql.Stmt {
+	if *slot == nil {
+		*slot = w.tx.StmtContext(w.ctx, parent)
+	}
+	return *slot
+}
+
+// insertRecord inserts rec with the next seq of its box, filling rec.Seq and
+// defaulted timestamps. created is false when the record already exists.
+func (w *txWriter) insertRecord(ctx context.Context, rec *model.Record, nowMS int64) (bool, error) {
+	if rec.CreatedAtMS == 0 {
+		rec.CreatedAtMS = nowMS
+	}
+	if rec.UpdatedAtMS == 0 {
+		rec.UpdatedAtMS = rec.CreatedAtMS
+	}
+	tags, err := jsonText(len(rec.Tags) > 0, rec.Tags)
+	if err != nil {
+		return false, err
+	}
+	route, err := jsonText(rec.Route != nil, rec.Route)
+	if err != nil {
+		return false, err
+	}
+	var leaseID, holder, until any
+	if rec.Lease != nil {
+		leaseID, holder, until = rec.Lease.ID, rec.Lease.Holder, rec.Lease.ExpiresAtMS
+	}
+	d := &rec.Delivery
+	err = w.bind(&w.insertRec, w.st.insertRecord).QueryRowContext(ctx, rec.RecordID, rec.Owner, string(rec.BoxKind), rec.MsgID,
+		string(rec.State), rec.CreatedAtMS, rec.UpdatedAtMS, rec.SortKey, rec.ThreadKey, tags, route,
+		d.Attempts, d.NextRetryAtMS, d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage,
+		d.RetryAfterMS, d.LastError, d.NextRetryAtMS, leaseID, holder, until).Scan(&rec.Seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: insert record %s: %w", rec.RecordID, err)
+	}
+	if _, err := w.bind(&w.bumpSeq, w.st.bumpSeq).ExecContext(ctx, rec.Owner, string(rec.BoxKind), rec.Seq); err != nil {
+		return false, fmt.Errorf("sqlite: advance box seq: %w", err)
+	}
+	return true, nil
+}
+
+// event appends one record event.
+func (w *txWriter) event(ctx context.Context, typ string, r *model.Record, from, to model.State, atMS int64, detail string) error {
+	_, err := w.bind(&w.insertEvent, w.st.insertEvent).ExecContext(ctx, typ, r.Owner, string(r.BoxKind), r.RecordID, r.MsgID,
+		string(from), string(to), atMS, detail)
+	if err != nil {
+		return fmt.Errorf("sqlite: append event: %w", err)
+	}
+	return nil
+}
+
+// unreadDelta keeps the conversation's unread count in step with a state
+// change of one of its records.
+func (w *txWriter) unreadDelta(ctx context.Context, r *model.Record, from, to model.State) error {
+	delta := unreadOf(to) - unreadOf(from)
+	if delta == 0 || r.ThreadKey == "" || !r.BoxKind.HasConversations() {
+		return nil
+	}
+	if _, err := w.bind(&w.convUnread, w.st.convUnread).ExecContext(ctx, delta, r.Owner, r.ThreadKey); err != nil {
+		return fmt.Errorf("sqlite: update conversation: %w", err)
+	}
+	return nil
+}
+
+func unreadOf(s model.State) int {
+	if s.IsUnread() {
+		return 1
+	}
+	return 0
+}
+
+// jsonText encodes v as a JSON text value, or SQL NULL when !present. It
+// returns a string, not []byte: the driver binds []byte as a BLOB, which a
+// STRICT TEXT column refuses.
+func jsonText(present bool, v any) (any, error) {
+	if !present {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: encode %T: %w", v, err)
+	}
+	return string(b), nil
+}
+
+// execN executes stmt and returns the number of rows it changed.
+func execN(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) {
+	res, err := stmt.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -1,0 +1,193 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// Schedule stores a delayed message and its entry, once per (op, msg_id).
+func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *store.Idempotency) (int64, bool, error) {
+	var (
+		id      int64
+		created bool
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		created = false
+		if idem != nil {
+			if err := s.bindIdem(ctx, tx, idem, e.MsgID, e.CreatedAtMS); err != nil {
+				return err
+			}
+		}
+		if err := s.putMessage(ctx, tx, e.MsgID, e.MsgBody, e.CreatedAtMS); err != nil {
+			return err
+		}
+		err := tx.QueryRowContext(ctx, `INSERT INTO scheduled (op, msg_id, ctx, due_at_ms, created_at_ms)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (op, msg_id) DO NOTHING RETURNING sched_id`,
+			e.Op, e.MsgID, e.Ctx, e.DueAtMS, e.CreatedAtMS).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = tx.QueryRowContext(ctx, "SELECT sched_id FROM scheduled WHERE op = ? AND msg_id = ?",
+				e.Op, e.MsgID).Scan(&id)
+			if err != nil {
+				return fmt.Errorf("sqlite: schedule: %w", err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: schedule: %w", err)
+		}
+		created = true
+		if err := insertRecipients(ctx, tx, id, e.Recipients); err != nil {
+			return err
+		}
+		_, err = tx.StmtContext(ctx, s.st.insertEvent).ExecContext(ctx, model.EventMsgScheduled,
+			"", "", "", e.MsgID, "", "", e.CreatedAtMS, fmt.Sprintf("id=%d due_at_ms=%d", id, e.DueAtMS))
+		if err != nil {
+			return fmt.Errorf("sqlite: append event: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return id, created, nil
+}
+
+// insertRecipients writes an entry's recipients in order, several rows per
+// statement to keep a large fan-out from costing one round trip each.
+func insertRecipients(ctx context.Context, tx *sql.Tx, id int64, dids []string) error {
+	const rowsPerStmt = 300 // 900 parameters, well under SQLite's limit
+	for start := 0; start < len(dids); start += rowsPerStmt {
+		chunk := dids[start:min(start+rowsPerStmt, len(dids))]
+		var b strings.Builder
+		b.WriteString("INSERT INTO scheduled_recipients (sched_id, pos, did) VALUES ")
+		args := make([]any, 0, 3*len(chunk))
+		for i, did := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?)")
+			args = append(args, id, start+i, did)
+		}
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("sqlite: schedule recipients: %w", err)
+		}
+	}
+	return nil
+}
+
+const schedSelect = `SELECT s.sched_id, s.op, s.msg_id, s.ctx, s.due_at_ms, s.created_at_ms, m.body
+	FROM scheduled s LEFT JOIN messages m ON m.msg_id = s.msg_id`
+
+// recipientFilter restricts an entry query to one recipient.
+const recipientFilter = ` s.sched_id IN (SELECT sched_id FROM scheduled_recipients WHERE did = ?)`
+
+// DueScheduled lists entries due by BeforeMS in send order.
+func (s *Store) DueScheduled(ctx context.Context, p store.DueParams) ([]store.ScheduleEntry, error) {
+	q := schedSelect + " WHERE s.due_at_ms <= ?"
+	args := []any{p.BeforeMS}
+	if p.Recipient != "" {
+		q += " AND" + recipientFilter
+		args = append(args, p.Recipient)
+	}
+	q += " ORDER BY s.due_at_ms, s.sched_id LIMIT ?"
+	args = append(args, limitOr(p.Limit, defaultLimit))
+	var out []store.ScheduleEntry
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = querySchedule(ctx, tx, q, args...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: due scheduled: %w", err)
+	}
+	return out, nil
+}
+
+// ListScheduled lists pending entries in due order, with their total.
+func (s *Store) ListScheduled(ctx context.Context, recipient string, limit int) ([]store.ScheduleEntry, int64, error) {
+	where, args := "", []any{}
+	if recipient != "" {
+		where, args = " WHERE"+recipientFilter, append(args, recipient)
+	}
+	var (
+		out   []store.ScheduleEntry
+		total int64
+	)
+	// One snapshot, so the total and the page agree.
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM scheduled s"+where, args...).Scan(&total); err != nil {
+			return err
+		}
+		var err error
+		out, err = querySchedule(ctx, tx, schedSelect+where+" ORDER BY s.due_at_ms, s.sched_id LIMIT ?",
+			append(args, limitOr(limit, defaultLimit))...)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list scheduled: %w", err)
+	}
+	return out, total, nil
+}
+
+// querySchedule runs a schedSelect query and attaches each entry's
+// recipients with one more query for the whole page.
+func querySchedule(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]store.ScheduleEntry, error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := []store.ScheduleEntry{}
+	byID := map[int64]int{}
+	ids := []int64{}
+	for rows.Next() {
+		var e store.ScheduleEntry
+		if err := rows.Scan(&e.ID, &e.Op, &e.MsgID, &e.Ctx, &e.DueAtMS, &e.CreatedAtMS, &e.MsgBody); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		e.Recipients = []string{}
+		byID[e.ID] = len(out)
+		ids = append(ids, e.ID)
+		out = append(out, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	idJSON, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rrows, err := tx.QueryContext(ctx, `SELECT sched_id, did FROM scheduled_recipients
+		WHERE sched_id IN (SELECT value FROM json_each(?)) ORDER BY sched_id, pos`, string(idJSON))
+	if err != nil {
+		return nil, err
+	}
+	defer rrows.Close()
+	for rrows.Next() {
+		var id int64
+		var did string
+		if err := rrows.Scan(&id, &did); err != nil {
+			return nil, err
+		}
+		if i, ok := byID[id]; ok {
+			out[i].Recipients = append(out[i].Recipients, did)
+		}
+	}
+	return out, rrows.Err()
+}
+
+// NextDue returns the earliest due time of any pending entry.
+func (s *Store) NextDue(ctx context.Context) (int64, bool, error) {
+	return s.minValue(ctx, "next due", "SELECT MIN(due_at_ms) FROM scheduled")
+}

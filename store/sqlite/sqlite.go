@@ -1,0 +1,194 @@
+// Package sqlite is the embedded store.Store driver: one SQLite database
+// file in WAL mode, no server, no cgo (modernc.org/sqlite).
+//
+// Concurrency model: SQLite allows one writer at a time, so the driver owns
+// exactly one writer connection and queues every write transaction on it in
+// the process, instead of letting several connections fight over the write
+// lock with SQLITE_BUSY. Write transactions begin IMMEDIATE so that another
+// process on the same file (the CLI, a second server by mistake) waits on
+// busy_timeout up front rather than deadlocking on a read-to-write upgrade.
+// Reads go to a separate pool of query_only connections; in WAL mode they
+// see the last committed state and never wait for the writer.
+//
+// Durability: WAL with synchronous=NORMAL survives a process crash (kill -9)
+// without losing a committed transaction; only an OS crash or power loss
+// can lose the last commits. Options.Synchronous = "FULL" closes that gap at
+// the cost of an fsync per commit.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"runtime"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/msgcenter/msgcenter/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune Open.
+type Options struct {
+	// Logger receives migration and shutdown messages; nil discards them.
+	Logger *slog.Logger
+	// Synchronous is SQLite's synchronous setting for the writer: "NORMAL"
+	// (the default) or "FULL".
+	Synchronous string
+}
+
+// Store is a store.Store on one SQLite file. It is safe for concurrent use.
+type Store struct {
+	w   *sql.DB // exactly one connection: all writes queue here
+	r   *sql.DB // read-only pool
+	log *slog.Logger
+	st  stmts
+}
+
+// busyTimeoutMS bounds how long a connection waits for a lock held by
+// another process (or a checkpoint) before failing with SQLITE_BUSY.
+const busyTimeoutMS = 10000
+
+// Open opens (creating if missing) the database at path, applies pending
+// migrations and prepares the hot statements.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	sync := strings.ToUpper(strings.TrimSpace(opts.Synchronous))
+	switch sync {
+	case "":
+		sync = "NORMAL"
+	case "NORMAL", "FULL":
+	default:
+		return nil, fmt.Errorf("sqlite: synchronous must be NORMAL or FULL, not %q", opts.Synchronous)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+
+	w, err := sql.Open("sqlite", dsn(path,
+		"_pragma=journal_mode(WAL)",
+		"_pragma=synchronous("+sync+")",
+		"_pragma=cache_size(-32000)",
+		"_pragma=temp_store(MEMORY)",
+		// Keep the WAL file from staying huge after a burst.
+		"_pragma=journal_size_limit(67108864)",
+		"_txlock=immediate",
+	))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	s := &Store{w: w, log: log}
+	// Migrate before the read pool exists: the writer's first connection is
+	// what switches a new file to WAL, and readers must not see a
+	// half-migrated schema.
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+
+	r, err := sql.Open("sqlite", dsn(path,
+		"_pragma=query_only(1)",
+		"_pragma=cache_size(-8000)",
+		"_pragma=temp_store(MEMORY)",
+	))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	r.SetConnMaxLifetime(0)
+	r.SetConnMaxIdleTime(0)
+	s.r = r
+
+	if err := s.st.prepare(ctx, w, r); err != nil {
+		s.st.close()
+		r.Close()
+		w.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dsn builds a modernc file: URI. The path is escaped because SQLite parses
+// it as a URI: a literal '?', '#' or '%' in a directory name would
+// otherwise cut it short.
+func dsn(path string, params ...string) string {
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	q := append([]string{"_pragma=busy_timeout(" + fmt.Sprint(busyTimeoutMS) + ")"}, params...)
+	for i, p := range q {
+		k, v, _ := strings.Cut(p, "=")
+		q[i] = k + "=" + url.QueryEscape(v)
+	}
+	return "file:" + esc + "?" + strings.Join(q, "&")
+}
+
+// Close releases the statements and both pools. It runs PRAGMA optimize
+// first, as SQLite recommends for long-lived connections.
+func (s *Store) Close() error {
+	if _, err := s.w.Exec("PRAGMA optimize"); err != nil {
+		s.log.Warn("sqlite: optimize on close failed", "err", err)
+	}
+	s.st.close()
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// write runs fn in one write transaction (BEGIN IMMEDIATE on the writer).
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	return nil
+}
+
+// read runs fn in one read transaction, for reads made of several queries
+// that must see the same snapshot.
+func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("sqlite: begin read: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to lose
+	return fn(tx)
+}
+
+// limitOr returns n, or def when the caller left the limit unset.
+func limitOr(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+// defaultLimit bounds list calls that pass no limit.
+const defaultLimit = 1000
+
+// placeholders returns "?, ?, ?" for n values.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?, ", n-1) + "?"
+}

@@ -1,0 +1,127 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// recordCols is the column list scanRecord expects, in order.
+const recordCols = `record_id, owner, box, msg_id, state, seq, created_at_ms, updated_at_ms,
+	sort_key, thread_key, tags, route, attempts, next_retry_at_ms, external_msg_id,
+	delivered_at_ms, error_code, error_message, retry_after_ms, last_error,
+	lease_id, lease_holder, lease_until_ms`
+
+// stmts are the statements of the hot paths, prepared once. database/sql
+// keeps each one prepared per connection, and Tx.StmtContext reuses the
+// writer connection's copy, so a write pays no parse cost.
+type stmts struct {
+	insertMsg      *sql.Stmt
+	insertIdem     *sql.Stmt
+	getIdem        *sql.Stmt
+	insertRecord   *sql.Stmt
+	bumpSeq        *sql.Stmt
+	insertEvent    *sql.Stmt
+	upsertConv     *sql.Stmt
+	convUnread     *sql.Stmt
+	claim          *sql.Stmt
+	update         *sql.Stmt
+	recordState    *sql.Stmt
+	consumeSched   *sql.Stmt
+	consumeSchedTo *sql.Stmt
+
+	getRecord  *sql.Stmt // reader
+	getMessage *sql.Stmt // reader
+}
+
+func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
+	ws := []struct {
+		p *(*sql.Stmt)
+		q string
+	}{
+		{&st.insertMsg, `INSERT INTO messages (msg_id, body, created_at_ms) VALUES (?, ?, ?)
+			ON CONFLICT (msg_id) DO NOTHING`},
+		{&st.insertIdem, `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES (?, ?, ?, ?)
+			ON CONFLICT (scope, key) DO NOTHING`},
+		{&st.getIdem, `SELECT msg_id FROM idempotency WHERE scope = ? AND key = ?`},
+		// The seq is computed from box_seqs inside the insert, so a record
+		// that already exists costs one statement and consumes no seq.
+		{&st.insertRecord, `INSERT INTO records (record_id, owner, box, msg_id, state, seq,
+				created_at_ms, updated_at_ms, sort_key, thread_key, tags, route,
+				attempts, next_retry_at_ms, external_msg_id, delivered_at_ms, error_code,
+				error_message, retry_after_ms, last_error, visible_at_ms,
+				lease_id, lease_holder, lease_until_ms)
+			VALUES (?1, ?2, ?3, ?4, ?5,
+				COALESCE((SELECT last_seq FROM box_seqs WHERE owner = ?2 AND box = ?3), 0) + 1,
+				?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)
+			ON CONFLICT (record_id) DO NOTHING
+			RETURNING seq`},
+		{&st.bumpSeq, `INSERT INTO box_seqs (owner, box, last_seq) VALUES (?, ?, ?)
+			ON CONFLICT (owner, box) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)`},
+		{&st.insertEvent, `INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.upsertConv, `INSERT INTO conversations (owner, thread_key, last_msg_id, last_record_id,
+				last_box, last_seq, unread_count, updated_at_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (owner, thread_key) DO UPDATE SET
+				last_msg_id = excluded.last_msg_id,
+				last_record_id = excluded.last_record_id,
+				last_box = excluded.last_box,
+				last_seq = excluded.last_seq,
+				unread_count = unread_count + excluded.unread_count,
+				updated_at_ms = excluded.updated_at_ms`},
+		// Clamped at zero so a count can never go negative, even if records
+		// predate the conversation row.
+		{&st.convUnread, `UPDATE conversations SET unread_count = max(unread_count + ?, 0)
+			WHERE owner = ? AND thread_key = ?`},
+		// One statement picks and takes the record, so the choice and the
+		// change cannot be separated by another writer.
+		{&st.claim, `UPDATE records SET state = ?1, lease_id = ?2, lease_holder = ?3,
+				lease_until_ms = ?4, updated_at_ms = ?5
+			WHERE rowid = (SELECT rowid FROM records
+				WHERE owner = ?6 AND box = ?7 AND state = ?8 AND visible_at_ms <= ?5
+				ORDER BY seq LIMIT 1)
+			RETURNING ` + recordCols},
+		{&st.update, `UPDATE records SET state = ?1, attempts = ?2, next_retry_at_ms = ?3,
+				external_msg_id = ?4, delivered_at_ms = ?5, error_code = ?6, error_message = ?7,
+				retry_after_ms = ?8, last_error = ?9, visible_at_ms = ?10, lease_id = ?11,
+				lease_holder = ?12, lease_until_ms = ?13, updated_at_ms = ?14
+			WHERE record_id = ?15 AND state = ?16 AND (?17 = '' OR lease_id = ?17)
+			RETURNING ` + recordCols},
+		{&st.recordState, `SELECT state, COALESCE(lease_id, '') FROM records WHERE record_id = ?`},
+		{&st.consumeSched, `DELETE FROM scheduled WHERE sched_id = ?`},
+		{&st.consumeSchedTo, `DELETE FROM scheduled_recipients WHERE sched_id = ?`},
+	}
+	for _, s := range ws {
+		p, err := w.PrepareContext(ctx, s.q)
+		if err != nil {
+			return fmt.Errorf("sqlite: prepare %q: %w", s.q, err)
+		}
+		*s.p = p
+	}
+	rs := []struct {
+		p *(*sql.Stmt)
+		q string
+	}{
+		{&st.getRecord, `SELECT ` + recordCols + ` FROM records WHERE record_id = ?`},
+		{&st.getMessage, `SELECT body FROM messages WHERE msg_id = ?`},
+	}
+	for _, s := range rs {
+		p, err := r.PrepareContext(ctx, s.q)
+		if err != nil {
+			return fmt.Errorf("sqlite: prepare %q: %w", s.q, err)
+		}
+		*s.p = p
+	}
+	return nil
+}
+
+func (st *stmts) close() {
+	for _, p := range []*sql.Stmt{st.insertMsg, st.insertIdem, st.getIdem, st.insertRecord,
+		st.bumpSeq, st.insertEvent, st.upsertConv, st.convUnread, st.claim, st.update,
+		st.recordState, st.consumeSched, st.consumeSchedTo, st.getRecord, st.getMessage} {
+		if p != nil {
+			p.Close()
+		}
+	}
+}

@@ -1,0 +1,212 @@
+// Package store defines the one storage interface msgcenter's core runs on.
+// Drivers (store/sqlite, later store/postgres) implement it and must pass
+// the shared conformance suite in store/storetest.
+//
+// The interface is deliberately dumb: the core decides what to write (which
+// records, which transitions, which retry time) and the store applies it
+// atomically. Every write that can race is a compare-and-set, so the same
+// rules hold across goroutines, processes and nodes. Time is always passed
+// in by the caller, never read from the clock inside a driver.
+package store
+
+import (
+	"context"
+
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// Store is the storage interface. All methods are safe for concurrent use.
+// Errors wrap model sentinels: model.ErrNotFound, model.ErrConflict.
+type Store interface {
+	// Apply writes one delivery plan in one transaction: the message body
+	// (if absent), every record that does not exist yet (seq assigned now,
+	// in plan order), one record.created event per new record, conversation
+	// updates and the idempotency key. Records that already exist are left
+	// untouched and reported in ApplyResult.Existing. If ConsumeSchedule is
+	// set, the scheduled entry is deleted in the same transaction; if it is
+	// already gone the whole plan is rolled back with model.ErrConflict.
+	// If the idempotency key is already bound to another message, nothing is
+	// written and the error wraps model.ErrConflict.
+	Apply(ctx context.Context, p *Plan) (*ApplyResult, error)
+
+	// Schedule stores a message and an entry to be materialized at DueAtMS.
+	// A second entry for the same (op, msg_id) is not created; created says
+	// whether this call made it. A message.scheduled event is appended.
+	Schedule(ctx context.Context, e *ScheduleEntry, idem *Idempotency) (id int64, created bool, err error)
+	// DueScheduled lists entries with due_at_ms <= BeforeMS, optionally only
+	// those for one recipient, ordered by (due_at_ms, id): send order.
+	DueScheduled(ctx context.Context, p DueParams) ([]ScheduleEntry, error)
+	// ListScheduled lists pending entries (all, or for one recipient) in due
+	// order, with the total count.
+	ListScheduled(ctx context.Context, recipient string, limit int) ([]ScheduleEntry, int64, error)
+	// NextDue returns the earliest due time of any pending entry.
+	NextDue(ctx context.Context) (atMS int64, ok bool, err error)
+
+	GetMessage(ctx context.Context, msgID string) ([]byte, error)
+	// CanReadMessage reports whether did owns a record of the message.
+	CanReadMessage(ctx context.Context, did, msgID string) (bool, error)
+
+	GetRecord(ctx context.Context, recordID string) (model.Record, error)
+	// Claim atomically takes the visible record with the lowest seq in
+	// (Owner, Box) whose state is From and whose visible_at_ms <= NowMS,
+	// moves it to To with the given lease, and appends a record.claimed
+	// event. model.ErrNotFound when there is none.
+	Claim(ctx context.Context, p ClaimParams) (model.Record, error)
+	// Update is a compare-and-set on one record: it applies only if the
+	// record is still in From (and, when ExpectLeaseID is set, still holds
+	// that lease). Otherwise model.ErrConflict and nothing changes.
+	Update(ctx context.Context, u *Update) (model.Record, error)
+	ListRecords(ctx context.Context, p ListParams) ([]model.Record, error)
+	Sync(ctx context.Context, p SyncParams) ([]model.Record, error)
+	// ExpiredLeases lists held records whose lease expired at or before NowMS.
+	ExpiredLeases(ctx context.Context, nowMS int64, limit int) ([]model.Record, error)
+	// NextLeaseExpiry returns the earliest lease expiry of any held record.
+	NextLeaseExpiry(ctx context.Context) (atMS int64, ok bool, err error)
+	// NextVisible returns the earliest visible_at_ms > afterMS among records
+	// of (owner, box) in state: when a waiting claimer should try again.
+	NextVisible(ctx context.Context, owner string, box model.BoxKind, state model.State, afterMS int64) (atMS int64, ok bool, err error)
+	// CountRecords counts records by box kind and state, for metrics.
+	CountRecords(ctx context.Context) ([]BoxStateCount, error)
+
+	SetGroupSubscribers(ctx context.Context, group string, subscribers []string, nowMS int64) error
+	// GroupSubscribers returns model.ErrNotFound if group is not a group.
+	GroupSubscribers(ctx context.Context, group string) ([]string, error)
+	IsGroup(ctx context.Context, did string) (bool, error)
+	IsSubscriber(ctx context.Context, group, did string) (bool, error)
+	SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error
+	// BlockedBy returns which of owners block sender.
+	BlockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error)
+	SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error
+	Routes(ctx context.Context, did string) ([]model.ContactRoute, error)
+
+	// PutReceipt stores r unless a receipt for (msg, reader) with a later
+	// at_ms exists: the latest wins. It returns the receipt now stored.
+	PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error)
+	ListReceipts(ctx context.Context, f ReceiptFilter) ([]model.Receipt, error)
+
+	ListConversations(ctx context.Context, owner string, limit int) ([]model.Conversation, error)
+	ListEvents(ctx context.Context, f EventFilter) ([]model.Event, error)
+
+	PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error
+	// Token returns model.ErrNotFound for an unknown hash.
+	Token(ctx context.Context, hash string) (model.Identity, error)
+
+	Close() error
+}
+
+// Plan is what one dispatch or post_send (or a scheduled entry coming due)
+// writes.
+type Plan struct {
+	MsgID   string
+	MsgBody []byte         // canonical JSON
+	Records []model.Record // Seq is ignored and assigned by the store
+	NowMS   int64
+	Idem    *Idempotency
+	// ConsumeSchedule, when non-zero, is the scheduled entry this plan
+	// materializes.
+	ConsumeSchedule int64
+}
+
+// ApplyResult tells which records were created (with their seq) and which
+// already existed.
+type ApplyResult struct {
+	Created  []model.Record
+	Existing []string
+}
+
+// Idempotency binds a caller-supplied key, within a scope (caller and
+// operation), to the message it first carried.
+type Idempotency struct {
+	Scope string
+	Key   string
+}
+
+// ScheduleEntry is a delayed dispatch or post_send.
+type ScheduleEntry struct {
+	ID          int64    `json:"id"`
+	Op          string   `json:"op"` // "dispatch" or "post_send"
+	MsgID       string   `json:"msg_id"`
+	MsgBody     []byte   `json:"-"`
+	Ctx         []byte   `json:"-"` // the op's context (ingress_ctx / send_ctx) as JSON
+	Recipients  []string `json:"recipients"`
+	DueAtMS     int64    `json:"due_at_ms"`
+	CreatedAtMS int64    `json:"created_at_ms"`
+}
+
+// DueParams selects due schedule entries.
+type DueParams struct {
+	BeforeMS  int64
+	Recipient string
+	Limit     int
+}
+
+// ClaimParams selects and leases the next record.
+type ClaimParams struct {
+	Owner        string
+	Box          model.BoxKind
+	From, To     model.State
+	NowMS        int64
+	LeaseID      string
+	Holder       string
+	LeaseUntilMS int64
+}
+
+// Update is a compare-and-set state change with its new bookkeeping.
+type Update struct {
+	RecordID      string
+	From          model.State
+	ExpectLeaseID string
+	To            model.State
+	Delivery      model.Delivery
+	// VisibleAtMS is when the record may be claimed again (retry backoff).
+	VisibleAtMS int64
+	// Lease replaces the current lease; nil clears it.
+	Lease       *model.Lease
+	NowMS       int64
+	EventType   string
+	EventDetail string
+}
+
+// ListParams pages a box by (sort_key, record_id).
+type ListParams struct {
+	Owner          string
+	Box            model.BoxKind
+	States         []model.State
+	Tag            string
+	Desc           bool
+	CursorSortKey  int64
+	CursorRecordID string // empty: start from the beginning (or end, if Desc)
+	Limit          int
+}
+
+// SyncParams reads a box as a log, by seq.
+type SyncParams struct {
+	Owner     string
+	Box       model.BoxKind
+	AfterSeq  int64
+	Limit     int
+	ThreadKey string
+	States    []model.State
+}
+
+// ReceiptFilter selects receipts; at least one field should be set.
+type ReceiptFilter struct {
+	MsgID   string
+	GroupID string
+	Reader  string
+	Limit   int
+}
+
+// EventFilter pages the event log.
+type EventFilter struct {
+	After int64
+	Owner string
+	Limit int
+}
+
+// BoxStateCount is one row of CountRecords.
+type BoxStateCount struct {
+	Box   model.BoxKind
+	State model.State
+	Count int64
+}

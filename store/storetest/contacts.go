@@ -1,0 +1,174 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+func contactTests() []testCase {
+	return []testCase{
+		{"GroupSubscribers", testGroups},
+		{"EmptyGroupIsAGroup", testEmptyGroup},
+		{"Blocks", testBlocks},
+		{"Routes", testRoutes},
+	}
+}
+
+func requireSubscribers(t *testing.T, s store.Store, group string, want []string) {
+	t.Helper()
+	got, err := s.GroupSubscribers(t.Context(), group)
+	requireNoError(t, err, fmt.Sprintf("GroupSubscribers(%s)", group))
+	requireSameSet(t, got, want, fmt.Sprintf("GroupSubscribers(%s)", group))
+}
+
+func requireBool(t *testing.T, got bool, err error, want bool, what string) {
+	t.Helper()
+	requireNoError(t, err, what)
+	if got != want {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func requireNotGroup(t *testing.T, s store.Store, did string) {
+	t.Helper()
+	ok, err := s.IsGroup(t.Context(), did)
+	requireBool(t, ok, err, false, fmt.Sprintf("IsGroup(%s)", did))
+	subs, err := s.GroupSubscribers(t.Context(), did)
+	if !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("GroupSubscribers(%s) of a non-group = %v, %v; want model.ErrNotFound", did, subs, err)
+	}
+}
+
+// SetGroupSubscribers replaces the whole subscriber list.
+func testGroups(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const g2 = "did:test:group-2"
+	requireNotGroup(t, s, grp)
+
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{alice, bob, carol}, base), "SetGroupSubscribers")
+	ok, err := s.IsGroup(ctx, grp)
+	requireBool(t, ok, err, true, "IsGroup after SetGroupSubscribers")
+	requireSubscribers(t, s, grp, []string{alice, bob, carol})
+	for did, want := range map[string]bool{alice: true, bob: true, carol: true, dave: false} {
+		ok, err := s.IsSubscriber(ctx, grp, did)
+		requireBool(t, ok, err, want, fmt.Sprintf("IsSubscriber(group, %s)", did))
+	}
+
+	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{alice}, base), "SetGroupSubscribers(g2)")
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{carol, dave}, base+10), "SetGroupSubscribers (replace)")
+	requireSubscribers(t, s, grp, []string{carol, dave})
+	for did, want := range map[string]bool{alice: false, bob: false, carol: true, dave: true} {
+		ok, err := s.IsSubscriber(ctx, grp, did)
+		requireBool(t, ok, err, want, fmt.Sprintf("IsSubscriber(group, %s) after replace", did))
+	}
+	// Groups are independent.
+	requireSubscribers(t, s, g2, []string{alice})
+	ok, err = s.IsSubscriber(ctx, g2, alice)
+	requireBool(t, ok, err, true, "IsSubscriber(g2, alice)")
+
+	// Subscribers are not groups; unknown groups have no subscribers.
+	requireNotGroup(t, s, alice)
+	requireNotGroup(t, s, "did:test:group-unknown")
+	ok, err = s.IsSubscriber(ctx, "did:test:group-unknown", alice)
+	requireBool(t, ok, err, false, "IsSubscriber(unknown group, alice)")
+}
+
+// A group with no subscribers is still a group.
+func testEmptyGroup(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{}, base), "SetGroupSubscribers(empty)")
+	ok, err := s.IsGroup(ctx, grp)
+	requireBool(t, ok, err, true, "IsGroup(empty group)")
+	requireSubscribers(t, s, grp, nil)
+
+	const g2 = "did:test:group-2"
+	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{alice, bob}, base), "SetGroupSubscribers")
+	requireNoError(t, s.SetGroupSubscribers(ctx, g2, nil, base+1), "SetGroupSubscribers(nil)")
+	ok, err = s.IsGroup(ctx, g2)
+	requireBool(t, ok, err, true, "IsGroup after emptying")
+	requireSubscribers(t, s, g2, nil)
+	ok, err = s.IsSubscriber(ctx, g2, alice)
+	requireBool(t, ok, err, false, "IsSubscriber after emptying")
+}
+
+func requireBlockedBy(t *testing.T, s store.Store, sender string, owners []string, want ...string) {
+	t.Helper()
+	got, err := s.BlockedBy(t.Context(), sender, owners)
+	requireNoError(t, err, "BlockedBy")
+	var blocking []string
+	for o, b := range got {
+		if b {
+			blocking = append(blocking, o)
+		}
+	}
+	requireSameSet(t, blocking, want, fmt.Sprintf("owners blocking %s", sender))
+}
+
+// SetBlock turns a directed block on and off; BlockedBy reports which of the
+// given owners block the sender.
+func testBlocks(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const spam, other = "did:test:spammer", "did:test:other"
+	owners := []string{alice, bob, carol}
+	requireBlockedBy(t, s, spam, owners)
+
+	requireNoError(t, s.SetBlock(ctx, alice, spam, true, base), "SetBlock")
+	requireNoError(t, s.SetBlock(ctx, carol, spam, true, base), "SetBlock")
+	requireNoError(t, s.SetBlock(ctx, bob, other, true, base), "SetBlock")
+	requireBlockedBy(t, s, spam, owners, alice, carol)
+	requireBlockedBy(t, s, other, owners, bob)
+	requireBlockedBy(t, s, spam, []string{bob, carol}, carol)
+	requireBlockedBy(t, s, alice, []string{spam, bob, carol}) // blocks are directed
+	requireBlockedBy(t, s, spam, nil)
+
+	requireNoError(t, s.SetBlock(ctx, alice, spam, true, base+1), "SetBlock again")
+	requireBlockedBy(t, s, spam, owners, alice, carol)
+
+	requireNoError(t, s.SetBlock(ctx, alice, spam, false, base+2), "SetBlock off")
+	requireBlockedBy(t, s, spam, owners, carol)
+	requireNoError(t, s.SetBlock(ctx, dave, spam, false, base+3), "SetBlock off without a block")
+	requireBlockedBy(t, s, spam, []string{alice, bob, carol, dave}, carol)
+	requireBlockedBy(t, s, other, owners, bob)
+}
+
+func requireRoutes(t *testing.T, s store.Store, did string, want []model.ContactRoute) {
+	t.Helper()
+	got, err := s.Routes(t.Context(), did)
+	requireNoError(t, err, "Routes")
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Routes(%s)\n got: %s\nwant: %s (in this order)", did, dump(got), dump(want))
+	}
+}
+
+// SetRoutes replaces the list and keeps its order.
+func testRoutes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	requireRoutes(t, s, alice, nil)
+
+	r1 := model.ContactRoute{TunnelDID: tunnel, Address: "@alice", Platform: "telegram", ChatID: "42", AccountID: "bot-1", Mode: "dm", Priority: 5}
+	r2 := model.ContactRoute{TunnelDID: "did:test:tunnel-mail", Address: "alice@example.com", Platform: "email", Priority: 1}
+	r3 := model.ContactRoute{TunnelDID: "did:test:tunnel-slack", Platform: "slack", ChatID: "C123", Mode: "channel", Priority: 3}
+	// Deliberately not in priority or name order: the order is the caller's.
+	requireNoError(t, s.SetRoutes(ctx, alice, []model.ContactRoute{r1, r2, r3}), "SetRoutes")
+	requireRoutes(t, s, alice, []model.ContactRoute{r1, r2, r3})
+	requireNoError(t, s.SetRoutes(ctx, bob, []model.ContactRoute{r2}), "SetRoutes(bob)")
+
+	r3b := r3
+	r3b.ChatID = "C999"
+	requireNoError(t, s.SetRoutes(ctx, alice, []model.ContactRoute{r3b, r1}), "SetRoutes (replace)")
+	requireRoutes(t, s, alice, []model.ContactRoute{r3b, r1})
+	requireRoutes(t, s, bob, []model.ContactRoute{r2})
+
+	requireNoError(t, s.SetRoutes(ctx, alice, nil), "SetRoutes(nil)")
+	requireRoutes(t, s, alice, nil)
+	requireRoutes(t, s, bob, []model.ContactRoute{r2})
+	requireRoutes(t, s, "did:test:unknown", nil)
+}

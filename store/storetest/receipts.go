@@ -1,0 +1,268 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+func receiptTests() []testCase {
+	return []testCase{
+		{"LatestWins", testReceiptLatestWins},
+		{"SameTimeReplaces", testReceiptSameTime},
+		{"ListFilters", testListReceipts},
+	}
+}
+
+func eventTests() []testCase {
+	return []testCase{
+		{"PagingAndOwnerFilter", testListEvents},
+	}
+}
+
+func tokenTests() []testCase {
+	return []testCase{
+		{"PutAndGet", testTokens},
+	}
+}
+
+func mustPutReceipt(t *testing.T, s store.Store, r, want model.Receipt) {
+	t.Helper()
+	got, err := s.PutReceipt(t.Context(), r)
+	requireNoError(t, err, "PutReceipt")
+	if got != want {
+		t.Fatalf("PutReceipt(%s) returned\n %s\nwant the stored receipt\n %s", dump(r), dump(got), dump(want))
+	}
+}
+
+func receiptKey(r model.Receipt) string { return r.MsgID + "|" + r.Reader }
+
+func requireReceipts(t *testing.T, s store.Store, f store.ReceiptFilter, want ...model.Receipt) {
+	t.Helper()
+	got, err := s.ListReceipts(t.Context(), f)
+	requireNoError(t, err, "ListReceipts")
+	g := map[string]model.Receipt{}
+	for _, r := range got {
+		if _, dup := g[receiptKey(r)]; dup {
+			t.Fatalf("ListReceipts(%+v): two receipts for %s", f, receiptKey(r))
+		}
+		g[receiptKey(r)] = r
+	}
+	w := map[string]model.Receipt{}
+	for _, r := range want {
+		w[receiptKey(r)] = r
+	}
+	if len(g) != len(w) {
+		t.Fatalf("ListReceipts(%+v)\n got: %s\nwant: %s", f, dump(got), dump(want))
+	}
+	for k, r := range w {
+		if g[k] != r {
+			t.Fatalf("ListReceipts(%+v)\n got: %s\nwant: %s", f, dump(got), dump(want))
+		}
+	}
+}
+
+// An older receipt never overwrites a newer one.
+func testReceiptLatestWins(t *testing.T, s store.Store) {
+	m := msgID("receipt")
+	r1 := model.Receipt{MsgID: m, Iss: grp, Reader: alice, GroupID: grp, AtMS: base + 2_000, Status: model.ReceiptReaded}
+	mustPutReceipt(t, s, r1, r1)
+	requireReceipts(t, s, store.ReceiptFilter{MsgID: m, Limit: 10}, r1)
+
+	older := model.Receipt{MsgID: m, Iss: grp, Reader: alice, GroupID: grp, AtMS: base + 1_000, Status: model.ReceiptUnread, Reason: "late"}
+	mustPutReceipt(t, s, older, r1)
+	requireReceipts(t, s, store.ReceiptFilter{MsgID: m, Limit: 10}, r1)
+
+	newer := model.Receipt{MsgID: m, Iss: alice, Reader: alice, GroupID: grp, AtMS: base + 3_000, Status: model.ReceiptRejected, Reason: "not for me"}
+	mustPutReceipt(t, s, newer, newer)
+	requireReceipts(t, s, store.ReceiptFilter{MsgID: m, Limit: 10}, newer)
+	mustPutReceipt(t, s, r1, newer)
+	requireReceipts(t, s, store.ReceiptFilter{Reader: alice, Limit: 10}, newer)
+
+	// Another reader of the same message is another receipt.
+	rb := model.Receipt{MsgID: m, Iss: grp, Reader: bob, GroupID: grp, AtMS: base + 500, Status: model.ReceiptReading}
+	mustPutReceipt(t, s, rb, rb)
+	requireReceipts(t, s, store.ReceiptFilter{MsgID: m, Limit: 10}, newer, rb)
+}
+
+// "Unless a receipt with a later at_ms exists": at the same at_ms the new
+// receipt is stored.
+func testReceiptSameTime(t *testing.T, s store.Store) {
+	m := msgID("receipt-same")
+	r1 := model.Receipt{MsgID: m, Iss: alice, Reader: alice, AtMS: base, Status: model.ReceiptReading}
+	mustPutReceipt(t, s, r1, r1)
+	r2 := r1
+	r2.Status, r2.Reason = model.ReceiptReaded, "done"
+	mustPutReceipt(t, s, r2, r2)
+	requireReceipts(t, s, store.ReceiptFilter{MsgID: m, Limit: 10}, r2)
+}
+
+func testListReceipts(t *testing.T, s store.Store) {
+	m1, m2, m3 := msgID("lr-1"), msgID("lr-2"), msgID("lr-3")
+	const g2 = "did:test:group-2"
+	rs := []model.Receipt{
+		{MsgID: m1, Iss: grp, Reader: alice, GroupID: grp, AtMS: base + 1, Status: model.ReceiptReaded},
+		{MsgID: m1, Iss: grp, Reader: bob, GroupID: grp, AtMS: base + 2, Status: model.ReceiptUnread},
+		{MsgID: m2, Iss: grp, Reader: alice, GroupID: grp, AtMS: base + 3, Status: model.ReceiptAccepted, Reason: "ok"},
+		{MsgID: m2, Iss: grp, Reader: carol, GroupID: grp, AtMS: base + 4, Status: model.ReceiptQuarantined, Reason: "virus"},
+		{MsgID: m3, Iss: alice, Reader: alice, AtMS: base + 5, Status: model.ReceiptReaded},
+		{MsgID: m3, Iss: g2, Reader: bob, GroupID: g2, AtMS: base + 6, Status: model.ReceiptReading},
+	}
+	for _, r := range rs {
+		mustPutReceipt(t, s, r, r)
+	}
+	cases := []struct {
+		f    store.ReceiptFilter
+		want []model.Receipt
+	}{
+		{store.ReceiptFilter{MsgID: m1, Limit: 100}, []model.Receipt{rs[0], rs[1]}},
+		{store.ReceiptFilter{MsgID: m3, Limit: 100}, []model.Receipt{rs[4], rs[5]}},
+		{store.ReceiptFilter{GroupID: grp, Limit: 100}, rs[:4]},
+		{store.ReceiptFilter{GroupID: g2, Limit: 100}, []model.Receipt{rs[5]}},
+		{store.ReceiptFilter{Reader: alice, Limit: 100}, []model.Receipt{rs[0], rs[2], rs[4]}},
+		{store.ReceiptFilter{Reader: carol, Limit: 100}, []model.Receipt{rs[3]}},
+		{store.ReceiptFilter{MsgID: m1, Reader: bob, Limit: 100}, []model.Receipt{rs[1]}},
+		{store.ReceiptFilter{GroupID: grp, Reader: alice, Limit: 100}, []model.Receipt{rs[0], rs[2]}},
+		{store.ReceiptFilter{MsgID: msgID("none"), Limit: 100}, nil},
+		{store.ReceiptFilter{Reader: dave, Limit: 100}, nil},
+	}
+	for _, c := range cases {
+		requireReceipts(t, s, c.f, c.want...)
+	}
+	got, err := s.ListReceipts(t.Context(), store.ReceiptFilter{Reader: alice, Limit: 2})
+	requireNoError(t, err, "ListReceipts(limit 2)")
+	if len(got) != 2 {
+		t.Fatalf("ListReceipts(limit 2) returned %d receipts", len(got))
+	}
+	for _, r := range got {
+		if r.Reader != alice || !slices.Contains(rs, r) {
+			t.Fatalf("ListReceipts(reader alice, limit 2) returned %s", dump(r))
+		}
+	}
+}
+
+// ListEvents pages the log by event id, optionally for one owner.
+func testListEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if evs, err := s.ListEvents(ctx, store.EventFilter{Limit: 10}); err != nil || len(evs) != 0 {
+		t.Fatalf("ListEvents on an empty store = %s, %v", dump(evs), err)
+	}
+	seedBox(t, s, "events", alice, model.Inbox, 3, base, nil)
+	seedBox(t, s, "events", bob, model.TunnelOutbox, 2, base+10, nil)
+	seedBox(t, s, "events-2", alice, model.Inbox, 2, base+20, nil)
+	c := mustClaim(t, s, claimParams(bob, model.TunnelOutbox, base+30, "L"))
+	mustUpdate(t, s, &store.Update{RecordID: c.RecordID, From: model.Sending, ExpectLeaseID: "L", To: model.Sent,
+		Delivery: model.Delivery{Attempts: 1}, NowMS: base + 40, EventType: model.EventRecordDelivered})
+
+	all, err := s.ListEvents(ctx, store.EventFilter{Limit: 1000})
+	requireNoError(t, err, "ListEvents")
+	if len(all) != 9 {
+		t.Fatalf("ListEvents = %d events, want 9 (7 created, 1 claimed, 1 delivered): %s", len(all), dump(all))
+	}
+	ids := func(evs []model.Event) []int64 {
+		out := make([]int64, len(evs))
+		for i, e := range evs {
+			out[i] = e.EventID
+		}
+		return out
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].EventID <= all[i-1].EventID {
+			t.Fatalf("ListEvents ids not ascending: %v", ids(all))
+		}
+	}
+	if all[0].EventID <= 0 {
+		t.Fatalf("event ids must be positive (0 is the start cursor): %v", ids(all))
+	}
+	// Events are in the order things happened.
+	if all[7].Type != model.EventRecordClaimed || all[8].Type != model.EventRecordDelivered {
+		t.Fatalf("last events = %s, %s; want claimed then delivered", all[7].Type, all[8].Type)
+	}
+
+	for _, size := range []int{1, 2, 4} {
+		var got []model.Event
+		var after int64
+		for range 100 {
+			page, err := s.ListEvents(ctx, store.EventFilter{After: after, Limit: size})
+			requireNoError(t, err, "ListEvents")
+			if len(page) > size {
+				t.Fatalf("ListEvents(limit %d) returned %d", size, len(page))
+			}
+			if len(page) == 0 {
+				break
+			}
+			got = append(got, page...)
+			after = page[len(page)-1].EventID
+		}
+		if !slices.Equal(got, all) {
+			t.Fatalf("ListEvents paged by %d = ids %v, want %v", size, ids(got), ids(all))
+		}
+	}
+	page, err := s.ListEvents(ctx, store.EventFilter{After: all[3].EventID, Limit: 100})
+	requireNoError(t, err, "ListEvents")
+	if !slices.Equal(page, all[4:]) {
+		t.Fatalf("ListEvents(after the 4th) = ids %v, want %v", ids(page), ids(all[4:]))
+	}
+	page, err = s.ListEvents(ctx, store.EventFilter{After: all[8].EventID, Limit: 100})
+	requireNoError(t, err, "ListEvents")
+	if len(page) != 0 {
+		t.Fatalf("ListEvents(after the last) = %s", dump(page))
+	}
+
+	for owner, n := range map[string]int{alice: 5, bob: 4, carol: 0} {
+		var want []model.Event
+		for _, e := range all {
+			if e.Owner == owner {
+				want = append(want, e)
+			}
+		}
+		if len(want) != n {
+			t.Fatalf("%d events name owner %s, want %d: %s", len(want), owner, n, dump(all))
+		}
+		for _, size := range []int{2, 100} {
+			var got []model.Event
+			var after int64
+			for range 100 {
+				page, err := s.ListEvents(ctx, store.EventFilter{After: after, Owner: owner, Limit: size})
+				requireNoError(t, err, "ListEvents(owner)")
+				if len(page) == 0 {
+					break
+				}
+				got = append(got, page...)
+				after = page[len(page)-1].EventID
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("ListEvents(owner %s, page %d) = ids %v, want %v", owner, size, ids(got), ids(want))
+			}
+		}
+	}
+}
+
+func testTokens(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if id, err := s.Token(ctx, "sha256:unknown"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("Token(unknown) = %+v, %v; want model.ErrNotFound", id, err)
+	}
+	ids := map[string]model.Identity{
+		"sha256:admin":  {DID: "did:test:root", Role: model.RoleAdmin},
+		"sha256:agent":  {DID: alice, Role: model.RoleAgent},
+		"sha256:tunnel": {DID: tunnel, Role: model.RoleTunnel},
+	}
+	for h, id := range ids {
+		requireNoError(t, s.PutToken(ctx, h, id, base), "PutToken")
+	}
+	for h, want := range ids {
+		got, err := s.Token(ctx, h)
+		requireNoError(t, err, fmt.Sprintf("Token(%s)", h))
+		if got != want {
+			t.Fatalf("Token(%s) = %+v, want %+v", h, got, want)
+		}
+	}
+	if id, err := s.Token(ctx, "sha256:AGENT"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("Token(differently cased hash) = %+v, %v; want model.ErrNotFound", id, err)
+	}
+}

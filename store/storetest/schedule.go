@@ -1,0 +1,323 @@
+package storetest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+func scheduleTests() []testCase {
+	return []testCase{
+		{"StoresMessageAndEntry", testScheduleBasics},
+		{"DuplicateOpAndMsg", testScheduleDuplicate},
+		{"DueOrderAndFilters", testScheduleDueOrder},
+		{"NextDue", testScheduleNextDue},
+		{"ApplyConsumesOnce", testScheduleConsume},
+		{"ConcurrentConsumeExactlyOnce", testScheduleConsumeConcurrent},
+		{"IdempotencyKeyBound", testScheduleIdem},
+	}
+}
+
+func newEntry(op, name string, due int64, recipients ...string) *store.ScheduleEntry {
+	m := msgID(name)
+	return &store.ScheduleEntry{
+		Op: op, MsgID: m, MsgBody: msgBody(name),
+		Ctx:         []byte(`{"caller":"did:test:alice","note":"` + name + `"}`),
+		Recipients:  recipients,
+		DueAtMS:     due,
+		CreatedAtMS: base,
+	}
+}
+
+func mustSchedule(t *testing.T, s store.Store, e *store.ScheduleEntry, idem *store.Idempotency) int64 {
+	t.Helper()
+	id, created, err := s.Schedule(t.Context(), e, idem)
+	requireNoError(t, err, "Schedule")
+	if !created || id <= 0 {
+		t.Fatalf("Schedule(%s %s) = id %d, created %v; want a new positive id", e.Op, short(e.MsgID), id, created)
+	}
+	e.ID = id
+	return id
+}
+
+// requireEntry compares a listed entry with what was scheduled.
+func requireEntry(t *testing.T, got store.ScheduleEntry, want *store.ScheduleEntry, what string) {
+	t.Helper()
+	var gc, wc any
+	gerr, werr := json.Unmarshal(got.Ctx, &gc), json.Unmarshal(want.Ctx, &wc)
+	sameCtx := gerr == nil && werr == nil && reflect.DeepEqual(gc, wc)
+	gr, wr := slices.Clone(got.Recipients), slices.Clone(want.Recipients)
+	slices.Sort(gr)
+	slices.Sort(wr)
+	if got.ID != want.ID || got.Op != want.Op || got.MsgID != want.MsgID || got.DueAtMS != want.DueAtMS ||
+		got.CreatedAtMS != want.CreatedAtMS || !slices.Equal(gr, wr) || !sameCtx ||
+		(len(got.MsgBody) != 0 && !bytes.Equal(got.MsgBody, want.MsgBody)) {
+		t.Fatalf("%s: entry\n got: %s ctx=%s body=%q\nwant: %s ctx=%s", what, dump(got), got.Ctx, got.MsgBody, dump(want), want.Ctx)
+	}
+}
+
+func entryIDs(es []store.ScheduleEntry) []int64 {
+	out := make([]int64, len(es))
+	for i, e := range es {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func requireDue(t *testing.T, s store.Store, p store.DueParams, want []int64) []store.ScheduleEntry {
+	t.Helper()
+	got, err := s.DueScheduled(t.Context(), p)
+	requireNoError(t, err, "DueScheduled")
+	if g := entryIDs(got); !slices.Equal(g, want) {
+		t.Fatalf("DueScheduled(before base%+d, recipient %q, limit %d) = ids %v, want %v", p.BeforeMS-base, p.Recipient, p.Limit, g, want)
+	}
+	return got
+}
+
+func requireListed(t *testing.T, s store.Store, recipient string, limit int, want []int64, wantTotal int64) {
+	t.Helper()
+	got, total, err := s.ListScheduled(t.Context(), recipient, limit)
+	requireNoError(t, err, "ListScheduled")
+	if g := entryIDs(got); !slices.Equal(g, want) || total != wantTotal {
+		t.Fatalf("ListScheduled(%q, %d) = ids %v, total %d; want %v, total %d", recipient, limit, g, total, want, wantTotal)
+	}
+}
+
+func requireNextDue(t *testing.T, s store.Store, want int64, wantOK bool, what string) {
+	t.Helper()
+	at, ok, err := s.NextDue(t.Context())
+	requireNoError(t, err, "NextDue")
+	if ok != wantOK || (ok && at != want) {
+		t.Fatalf("%s: NextDue = base%+d, %v; want base%+d, %v", what, at-base, ok, want-base, wantOK)
+	}
+}
+
+// Schedule stores the message and the entry, appends message.scheduled and
+// materializes nothing early.
+func testScheduleBasics(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	e := newEntry("post_send", "sched-basic", base+60_000, alice, bob)
+	mustSchedule(t, s, e, nil)
+
+	body, err := s.GetMessage(ctx, e.MsgID)
+	requireNoError(t, err, "GetMessage of a scheduled message")
+	if !bytes.Equal(body, e.MsgBody) {
+		t.Fatalf("GetMessage = %q, want %q", body, e.MsgBody)
+	}
+	evs := allEvents(t, s, "")
+	var sched []model.Event
+	for _, ev := range evs {
+		if ev.Type == model.EventMsgScheduled && ev.MsgID == e.MsgID {
+			sched = append(sched, ev)
+		}
+	}
+	if len(sched) != 1 {
+		t.Fatalf("message.scheduled events for the message: %s, want one (all events: %s)", dump(sched), dump(evs))
+	}
+	if len(eventsOf(evs, model.EventRecordCreated, "")) != 0 {
+		t.Fatal("Schedule created records")
+	}
+	for _, did := range []string{alice, bob} {
+		if ok, err := s.CanReadMessage(ctx, did, e.MsgID); err != nil || ok {
+			t.Fatalf("CanReadMessage(%s) before the entry is due = %v, %v; want false", did, ok, err)
+		}
+	}
+
+	requireDue(t, s, store.DueParams{BeforeMS: base + 59_999, Limit: 10}, nil)
+	got := requireDue(t, s, store.DueParams{BeforeMS: base + 60_000, Limit: 10}, []int64{e.ID})
+	requireEntry(t, got[0], e, "DueScheduled")
+	listed, total, err := s.ListScheduled(ctx, "", 10)
+	requireNoError(t, err, "ListScheduled")
+	if len(listed) != 1 || total != 1 {
+		t.Fatalf("ListScheduled = %d entries, total %d; want 1, 1", len(listed), total)
+	}
+	requireEntry(t, listed[0], e, "ListScheduled")
+}
+
+// A second Schedule of the same (op, msg_id) returns the first id.
+func testScheduleDuplicate(t *testing.T, s store.Store) {
+	e := newEntry("dispatch", "sched-dup", base+1_000, alice)
+	id := mustSchedule(t, s, e, nil)
+	again := newEntry("dispatch", "sched-dup", base+9_000, bob)
+	id2, created, err := s.Schedule(t.Context(), again, nil)
+	requireNoError(t, err, "Schedule duplicate")
+	if created || id2 != id {
+		t.Fatalf("duplicate Schedule = id %d, created %v; want id %d, created false", id2, created, id)
+	}
+	requireListed(t, s, "", 10, []int64{id}, 1)
+	got := requireDue(t, s, store.DueParams{BeforeMS: base + 100_000, Limit: 10}, []int64{id})
+	requireEntry(t, got[0], e, "the first entry, unchanged by the duplicate")
+
+	// Same message, other op: another entry.
+	other := newEntry("post_send", "sched-dup", base+2_000, alice)
+	id3 := mustSchedule(t, s, other, nil)
+	if id3 == id {
+		t.Fatal("entries for different ops share an id")
+	}
+	requireListed(t, s, "", 10, []int64{id, id3}, 2)
+}
+
+// DueScheduled orders by (due_at_ms, id): due time, then insertion order.
+func testScheduleDueOrder(t *testing.T, s store.Store) {
+	e0 := newEntry("dispatch", "due-0", base+3_000, alice)
+	e1 := newEntry("dispatch", "due-1", base+1_000, bob)
+	mustSchedule(t, s, e0, nil)
+	mustSchedule(t, s, e1, nil)
+	// Ten entries due at the same instant: they must come out in insertion
+	// order (their msg ids, being hashes, are in no particular order).
+	var same, sameAlice, sameCarol []int64
+	for i := range 10 {
+		r := []string{alice}
+		if i%2 == 1 {
+			r = []string{bob, carol}
+		}
+		e := newEntry([]string{"dispatch", "post_send"}[i%2], fmt.Sprintf("due-same-%d", i), base+2_000, r...)
+		id := mustSchedule(t, s, e, nil)
+		same = append(same, id)
+		if i%2 == 0 {
+			sameAlice = append(sameAlice, id)
+		} else {
+			sameCarol = append(sameCarol, id)
+		}
+	}
+	e12 := newEntry("post_send", "due-12", base+5_000, alice)
+	mustSchedule(t, s, e12, nil)
+
+	cat := func(parts ...[]int64) []int64 { return slices.Concat(parts...) }
+	requireDue(t, s, store.DueParams{BeforeMS: base + 999, Limit: 100}, nil)
+	requireDue(t, s, store.DueParams{BeforeMS: base + 1_000, Limit: 100}, []int64{e1.ID})
+	requireDue(t, s, store.DueParams{BeforeMS: base + 2_000, Limit: 100}, cat([]int64{e1.ID}, same))
+	requireDue(t, s, store.DueParams{BeforeMS: base + 2_999, Limit: 100}, cat([]int64{e1.ID}, same))
+	requireDue(t, s, store.DueParams{BeforeMS: base + 3_000, Limit: 100}, cat([]int64{e1.ID}, same, []int64{e0.ID}))
+	requireDue(t, s, store.DueParams{BeforeMS: base + 3_000, Limit: 4}, cat([]int64{e1.ID}, same[:3]))
+	requireDue(t, s, store.DueParams{BeforeMS: base + 3_000, Recipient: alice, Limit: 100}, cat(sameAlice, []int64{e0.ID}))
+	requireDue(t, s, store.DueParams{BeforeMS: base + 3_000, Recipient: carol, Limit: 100}, sameCarol)
+	requireDue(t, s, store.DueParams{BeforeMS: base + 3_000, Recipient: bob, Limit: 100}, cat([]int64{e1.ID}, sameCarol))
+	requireDue(t, s, store.DueParams{BeforeMS: base + 3_000, Recipient: dave, Limit: 100}, nil)
+
+	all := cat([]int64{e1.ID}, same, []int64{e0.ID, e12.ID})
+	requireListed(t, s, "", 100, all, 13)
+	requireListed(t, s, "", 2, all[:2], 13)
+	requireListed(t, s, alice, 100, cat(sameAlice, []int64{e0.ID, e12.ID}), int64(len(sameAlice)+2))
+	requireListed(t, s, alice, 1, sameAlice[:1], int64(len(sameAlice)+2))
+	requireListed(t, s, dave, 10, nil, 0)
+}
+
+func testScheduleNextDue(t *testing.T, s store.Store) {
+	requireNextDue(t, s, 0, false, "empty store")
+	e1 := newEntry("dispatch", "next-1", base+7_000, alice)
+	mustSchedule(t, s, e1, nil)
+	requireNextDue(t, s, base+7_000, true, "one entry")
+	e2 := newEntry("dispatch", "next-2", base+4_000, bob)
+	mustSchedule(t, s, e2, nil)
+	requireNextDue(t, s, base+4_000, true, "two entries")
+
+	mustApply(t, s, consumePlan(e2, base+4_000))
+	requireNextDue(t, s, base+7_000, true, "after the earliest was consumed")
+	mustApply(t, s, consumePlan(e1, base+7_000))
+	requireNextDue(t, s, 0, false, "after all were consumed")
+}
+
+// consumePlan materializes entry e into its recipients' inboxes.
+func consumePlan(e *store.ScheduleEntry, nowMS int64) *store.Plan {
+	p := &store.Plan{MsgID: e.MsgID, MsgBody: e.MsgBody, NowMS: nowMS, ConsumeSchedule: e.ID}
+	for _, r := range e.Recipients {
+		p.Records = append(p.Records, newRec(r, model.Inbox, e.MsgID, nowMS))
+	}
+	return p
+}
+
+// Apply with ConsumeSchedule deletes the entry in the same transaction;
+// consuming it again is a conflict that writes nothing.
+func testScheduleConsume(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	e := newEntry("dispatch", "consume", base+1_000, alice, bob)
+	other := newEntry("dispatch", "consume-other", base+1_000, alice)
+	mustSchedule(t, s, e, nil)
+	mustSchedule(t, s, other, nil)
+
+	p := consumePlan(e, base+1_000)
+	res := mustApply(t, s, p)
+	requireIDs(t, res.Created, recordIDs(p.Records), "Created")
+	requireDue(t, s, store.DueParams{BeforeMS: base + 100_000, Limit: 10}, []int64{other.ID})
+	requireListed(t, s, "", 10, []int64{other.ID}, 1)
+
+	before := allEvents(t, s, "")
+	again := consumePlan(e, base+2_000)
+	again.Records = append(again.Records, newRec(carol, model.Inbox, e.MsgID, base+2_000))
+	_, err := s.Apply(ctx, again)
+	requireErrIs(t, err, model.ErrConflict, "second Apply consuming the same entry")
+	requireNoRecord(t, s, again.Records[2].RecordID)
+	for _, c := range res.Created {
+		requireRecord(t, mustGet(t, s, c.RecordID), c, "record after the rejected second consume")
+	}
+	if after := allEvents(t, s, ""); len(after) != len(before) {
+		t.Fatalf("rejected consume appended %d events", len(after)-len(before))
+	}
+	requireListed(t, s, "", 10, []int64{other.ID}, 1)
+
+	// The same plan without ConsumeSchedule is an ordinary repeat.
+	again.ConsumeSchedule = 0
+	res2 := mustApply(t, s, again)
+	requireSameSet(t, res2.Existing, recordIDs(res.Created), "Existing")
+	requireIDs(t, res2.Created, []string{again.Records[2].RecordID}, "Created")
+}
+
+// Several schedulers racing to materialize one entry: exactly one succeeds.
+func testScheduleConsumeConcurrent(t *testing.T, s store.Store) {
+	e := newEntry("dispatch", "consume-race", base+1_000, alice, bob)
+	mustSchedule(t, s, e, nil)
+	const workers = 8
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			_, errs[w] = s.Apply(t.Context(), consumePlan(e, base+1_000+int64(w)))
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for w, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, model.ErrConflict):
+			t.Fatalf("worker %d: %v; want nil or model.ErrConflict", w, err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d Applies consumed the entry, want exactly 1", ok)
+	}
+	if n := len(eventsOf(allEvents(t, s, ""), model.EventRecordCreated, "")); n != 2 {
+		t.Fatalf("%d record.created events, want 2", n)
+	}
+	requireNextDue(t, s, 0, false, "after the race")
+}
+
+// The idempotency key given to Schedule is bound to the scheduled message.
+func testScheduleIdem(t *testing.T, s store.Store) {
+	key := &store.Idempotency{Scope: alice + "/post_send", Key: "sched-key"}
+	e := newEntry("post_send", "sched-idem", base+1_000, bob)
+	mustSchedule(t, s, e, key)
+
+	mB := msgID("sched-idem-other")
+	pb := newPlan(mB, base+10, newRec(bob, model.Inbox, mB, base+10))
+	pb.Idem = key
+	_, err := s.Apply(t.Context(), pb)
+	requireErrIs(t, err, model.ErrConflict, "Apply of another message with the key bound by Schedule")
+	requireNoRecord(t, s, pb.Records[0].RecordID)
+
+	p := consumePlan(e, base+1_000)
+	p.Idem = key
+	if res := mustApply(t, s, p); len(res.Created) != 1 {
+		t.Fatalf("materializing the entry with its own key created %d records, want 1", len(res.Created))
+	}
+}

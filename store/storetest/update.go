@@ -1,0 +1,209 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+func updateTests() []testCase {
+	return []testCase{
+		{"CompareAndSetSucceeds", testUpdateCAS},
+		{"WrongFromConflicts", testUpdateWrongFrom},
+		{"LeaseMismatchConflicts", testUpdateLeaseMismatch},
+		{"NoExpectedLeaseComparesFromOnly", testUpdateNoExpectedLease},
+		{"MissingIsNotFound", testUpdateNotFound},
+		{"DeliveryAndLeaseRoundTrip", testUpdateRoundTrip},
+		{"AppendsEvent", testUpdateEvent},
+		{"ConcurrentExactlyOneWins", testUpdateConcurrent},
+	}
+}
+
+// A matching Update applies the new state, delivery and lease.
+func testUpdateCAS(t *testing.T, s store.Store) {
+	r := seedBox(t, s, "cas", tunnel, model.TunnelOutbox, 1, base, func(int) []recOpt {
+		return []recOpt{withRoute(model.Route{TunnelDID: tunnel, Platform: "telegram", ChatID: "42"}), withTags("x")}
+	})[0]
+	c := mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+10, "L1"))
+	u := &store.Update{
+		RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L1", To: model.Sent,
+		Delivery: model.Delivery{Attempts: 1, ExternalMsgID: "tg-123", DeliveredAtMS: base + 50},
+		NowMS:    base + 50, EventType: model.EventRecordDelivered, EventDetail: "ok",
+	}
+	got := mustUpdate(t, s, u)
+	want := c
+	want.State, want.Lease, want.Delivery, want.UpdatedAtMS = model.Sent, nil, u.Delivery, u.NowMS
+	requireRecord(t, got, want, "Update result")
+	requireRecord(t, mustGet(t, s, r.RecordID), want, "GetRecord after Update")
+}
+
+// A wrong From is a conflict and changes nothing.
+func testUpdateWrongFrom(t *testing.T, s store.Store) {
+	r := seedBox(t, s, "wrongfrom", alice, model.Inbox, 1, base, nil)[0]
+	before := allEvents(t, s, "")
+	for _, from := range []model.State{model.Reading, model.Readed, model.Wait} {
+		u := transition(r.RecordID, from, model.Archived, base+10)
+		u.Delivery = model.Delivery{Attempts: 9}
+		u.Lease = &model.Lease{ID: "x", ExpiresAtMS: base + 99}
+		_, err := s.Update(t.Context(), u)
+		requireErrIs(t, err, model.ErrConflict, fmt.Sprintf("Update From %s on an UNREAD record", from))
+		requireRecord(t, mustGet(t, s, r.RecordID), r, "record after conflicting Update")
+	}
+	if after := allEvents(t, s, ""); len(after) != len(before) {
+		t.Fatalf("conflicting Updates appended %d events", len(after)-len(before))
+	}
+}
+
+// ExpectLeaseID must match the current lease.
+func testUpdateLeaseMismatch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := seedBox(t, s, "lease", tunnel, model.TunnelOutbox, 1, base, nil)[0]
+	c1 := mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+10, "L1"))
+
+	u := &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L-other", To: model.Sent,
+		Delivery: model.Delivery{Attempts: 1}, NowMS: base + 20, EventType: model.EventRecordDelivered}
+	_, err := s.Update(ctx, u)
+	requireErrIs(t, err, model.ErrConflict, "Update with another lease id")
+	requireRecord(t, mustGet(t, s, r.RecordID), c1, "record after lease mismatch")
+
+	// The holder gives it back (lease expired), someone else claims it: the
+	// first holder's lease id no longer matches.
+	mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L1", To: model.Wait,
+		Delivery: model.Delivery{Attempts: 1}, VisibleAtMS: base + 30, NowMS: base + 30, EventType: model.EventLeaseExpired})
+	_, err = s.Update(ctx, &store.Update{RecordID: r.RecordID, From: model.Wait, ExpectLeaseID: "L1", To: model.Dead, NowMS: base + 35, EventType: model.EventRecordDead})
+	requireErrIs(t, err, model.ErrConflict, "Update expecting a lease on a record that holds none")
+	c2 := mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+40, "L2"))
+	u.ExpectLeaseID, u.NowMS = "L1", base+50
+	_, err = s.Update(ctx, u)
+	requireErrIs(t, err, model.ErrConflict, "Update with a stale lease id")
+	requireRecord(t, mustGet(t, s, r.RecordID), c2, "record after stale-lease Update")
+
+	u.ExpectLeaseID = "L2"
+	if got := mustUpdate(t, s, u); got.State != model.Sent || got.Lease != nil {
+		t.Fatalf("Update with the current lease = %s, want SENT without lease", dump(got))
+	}
+}
+
+// Update of a record that does not exist is ErrNotFound.
+func testUpdateNotFound(t *testing.T, s store.Store) {
+	seedBox(t, s, "notfound", alice, model.Inbox, 1, base, nil)
+	_, err := s.Update(t.Context(), transition(model.RecordID(alice, model.Inbox, msgID("nope"), ""), model.Unread, model.Readed, base))
+	requireErrIs(t, err, model.ErrNotFound, "Update of a missing record")
+}
+
+// Without ExpectLeaseID only From is compared.
+func testUpdateNoExpectedLease(t *testing.T, s store.Store) {
+	r := seedBox(t, s, "nolease", alice, model.Inbox, 1, base, nil)[0]
+	mustClaim(t, s, claimParams(alice, model.Inbox, base+10, "L1"))
+	got := mustUpdate(t, s, transition(r.RecordID, model.Reading, model.Readed, base+20))
+	if got.State != model.Readed || got.Lease != nil {
+		t.Fatalf("Update without ExpectLeaseID = %s, want READED without lease", dump(got))
+	}
+}
+
+// Delivery is replaced as given; the lease is set, extended and cleared.
+func testUpdateRoundTrip(t *testing.T, s store.Store) {
+	r := seedBox(t, s, "roundtrip", tunnel, model.TunnelOutbox, 1, base, nil)[0]
+	want := r
+
+	step := func(u *store.Update, what string) {
+		t.Helper()
+		got := mustUpdate(t, s, u)
+		want.State, want.Delivery, want.UpdatedAtMS = u.To, u.Delivery, u.NowMS
+		want.Lease = nil
+		if u.Lease != nil {
+			l := *u.Lease
+			want.Lease = &l
+		}
+		requireRecord(t, got, want, what+": Update result")
+		requireRecord(t, mustGet(t, s, r.RecordID), want, what+": GetRecord")
+	}
+	step(&store.Update{RecordID: r.RecordID, From: model.Wait, To: model.Sending,
+		Delivery: model.Delivery{Attempts: 1},
+		Lease:    &model.Lease{ID: "L1", Holder: "sender-a", ExpiresAtMS: base + 1_000},
+		NowMS:    base + 10, EventType: model.EventRecordClaimed}, "set lease")
+	requireNextLease(t, s, base+1_000, true, "after setting a lease by Update")
+
+	step(&store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L1", To: model.Sending,
+		Delivery: model.Delivery{Attempts: 1},
+		Lease:    &model.Lease{ID: "L1", Holder: "sender-a", ExpiresAtMS: base + 5_000},
+		NowMS:    base + 20, EventType: model.EventLeaseExtended}, "extend lease")
+	requireNextLease(t, s, base+5_000, true, "after extending")
+
+	step(&store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L1", To: model.Wait,
+		Delivery: model.Delivery{Attempts: 2, NextRetryAtMS: base + 9_000, ErrorCode: "rate_limited",
+			ErrorMessage: "slow down", RetryAfterMS: 8_000, LastError: "429 Too Many Requests"},
+		VisibleAtMS: base + 9_000, NowMS: base + 30, EventType: model.EventRecordRetry}, "clear lease, schedule retry")
+	requireNextLease(t, s, 0, false, "after clearing")
+
+	step(&store.Update{RecordID: r.RecordID, From: model.Wait, To: model.Sending,
+		Delivery: model.Delivery{Attempts: 2, NextRetryAtMS: base + 9_000},
+		Lease:    &model.Lease{ID: "L2", ExpiresAtMS: base + 12_000},
+		NowMS:    base + 9_000, EventType: model.EventRecordClaimed}, "second attempt")
+	step(&store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L2", To: model.Sent,
+		Delivery: model.Delivery{Attempts: 3, ExternalMsgID: "ext-77", DeliveredAtMS: base + 9_500},
+		NowMS:    base + 9_500, EventType: model.EventRecordDelivered}, "delivered")
+}
+
+// The Update's event is appended with its type, detail, states and time.
+func testUpdateEvent(t *testing.T, s store.Store) {
+	r := seedBox(t, s, "update-event", tunnel, model.TunnelOutbox, 1, base, nil)[0]
+	mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+1, "L"))
+	before := allEvents(t, s, "")
+	mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L", To: model.Wait,
+		Delivery: model.Delivery{Attempts: 1, NextRetryAtMS: base + 2_000}, VisibleAtMS: base + 2_000,
+		NowMS: base + 100, EventType: model.EventRecordRetry, EventDetail: "attempt 1 failed: timeout"})
+	evs := allEvents(t, s, "")
+	if len(evs) != len(before)+1 {
+		t.Fatalf("Update appended %d events, want 1", len(evs)-len(before))
+	}
+	e := evs[len(evs)-1]
+	want := model.Event{EventID: e.EventID, Type: model.EventRecordRetry, Owner: tunnel, BoxKind: model.TunnelOutbox,
+		RecordID: r.RecordID, MsgID: r.MsgID, FromState: model.Sending, ToState: model.Wait, AtMS: base + 100,
+		Detail: "attempt 1 failed: timeout"}
+	if e != want {
+		t.Fatalf("Update event\n got: %s\nwant: %s", dump(e), dump(want))
+	}
+}
+
+// Concurrent compare-and-sets on one record: exactly one wins.
+func testUpdateConcurrent(t *testing.T, s store.Store) {
+	r := seedBox(t, s, "update-concurrent", alice, model.Inbox, 1, base, nil)[0]
+	const workers = 8
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			u := transition(r.RecordID, model.Unread, model.Readed, base+int64(10+w))
+			u.EventDetail = fmt.Sprint(w)
+			_, errs[w] = s.Update(t.Context(), u)
+		})
+	}
+	wg.Wait()
+	winner := -1
+	for w, err := range errs {
+		switch {
+		case err == nil:
+			if winner >= 0 {
+				t.Fatalf("workers %d and %d both won the compare-and-set", winner, w)
+			}
+			winner = w
+		case !errors.Is(err, model.ErrConflict):
+			t.Fatalf("worker %d: %v; want nil or model.ErrConflict", w, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no worker won the compare-and-set")
+	}
+	got := mustGet(t, s, r.RecordID)
+	if got.State != model.Readed || got.UpdatedAtMS != base+int64(10+winner) {
+		t.Fatalf("record after race = %s, want READED updated by worker %d", dump(got), winner)
+	}
+	if es := eventsOf(allEvents(t, s, ""), model.EventRecordState, r.RecordID); len(es) != 1 || es[0].Detail != fmt.Sprint(winner) {
+		t.Fatalf("state change events = %s, want exactly the winner's", dump(es))
+	}
+}

@@ -1,0 +1,270 @@
+// Package wire defines the request and result shapes of msgcenter's
+// operations. The core takes and returns them, the HTTP API encodes them as
+// JSON bodies under /v1, and the Go SDK sends and decodes them, so the three
+// can never disagree on a field name.
+package wire
+
+import (
+	"encoding/json"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// DispatchRequest is the body of POST /v1/dispatch (inbound).
+type DispatchRequest struct {
+	Msg            *message.Message `json:"msg"`
+	IngressCtx     *model.Route     `json:"ingress_ctx,omitempty"`
+	IdempotencyKey string           `json:"idempotency_key,omitempty"`
+	// DelayMS <= 0 means immediate, exactly as if absent.
+	DelayMS *int64 `json:"delay_ms,omitempty"`
+	// DeliverAtMS is an absolute alternative to DelayMS (unix ms).
+	DeliverAtMS *int64 `json:"deliver_at_ms,omitempty"`
+}
+
+// DispatchResult answers a dispatch.
+type DispatchResult struct {
+	OK                    bool     `json:"ok"`
+	MsgID                 string   `json:"msg_id"`
+	DeliveredRecipients   []string `json:"delivered_recipients"`
+	DroppedRecipients     []string `json:"dropped_recipients"`
+	DeliveredGroup        string   `json:"delivered_group,omitempty"`
+	DeliveredAgents       []string `json:"delivered_agents"`
+	Reason                string   `json:"reason,omitempty"`
+	ScheduledDeliveryTime string   `json:"scheduled_delivery_time,omitempty"`
+}
+
+// SendCtx steers route choice for post_send.
+type SendCtx struct {
+	// TunnelDID restricts delivery to routes through this tunnel.
+	TunnelDID string `json:"tunnel_did,omitempty"`
+	// AllRoutes delivers through every route of a recipient instead of the
+	// single best one (highest priority, then first listed).
+	AllRoutes bool   `json:"all_routes,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+}
+
+// PostSendRequest is the body of POST /v1/post_send (outbound).
+type PostSendRequest struct {
+	Msg            *message.Message `json:"msg"`
+	SendCtx        *SendCtx         `json:"send_ctx,omitempty"`
+	IdempotencyKey string           `json:"idempotency_key,omitempty"`
+	DelayMS        *int64           `json:"delay_ms,omitempty"`
+	DeliverAtMS    *int64           `json:"deliver_at_ms,omitempty"`
+}
+
+// Delivery is one planned tunnel delivery of a post_send.
+type Delivery struct {
+	TunnelDID string `json:"tunnel_did"`
+	RecordID  string `json:"record_id"`
+	TargetDID string `json:"target_did"`
+	Mode      string `json:"mode,omitempty"`
+	Priority  int    `json:"priority"`
+}
+
+// PostSendResult answers a post_send.
+type PostSendResult struct {
+	OK                    bool       `json:"ok"`
+	MsgID                 string     `json:"msg_id"`
+	OutboxRecordID        string     `json:"outbox_record_id,omitempty"`
+	Deliveries            []Delivery `json:"deliveries"`
+	LocalRecipients       []string   `json:"local_recipients"`
+	DroppedRecipients     []string   `json:"dropped_recipients"`
+	Reason                string     `json:"reason,omitempty"`
+	ScheduledDeliveryTime string     `json:"scheduled_delivery_time,omitempty"`
+}
+
+// NextRequest is the body of POST /v1/boxes/{owner}/{box}/next (get_next).
+type NextRequest struct {
+	StateFilter []model.State `json:"state_filter,omitempty"`
+	// LockOnTake (default true) claims the record with a lease; false only
+	// peeks at it.
+	LockOnTake *bool `json:"lock_on_take,omitempty"`
+	// WithObject (default true) includes the message body.
+	WithObject *bool  `json:"with_object,omitempty"`
+	LeaseMS    int64  `json:"lease_ms,omitempty"`
+	WaitMS     int64  `json:"wait_ms,omitempty"`
+	Holder     string `json:"holder,omitempty"`
+}
+
+// RecordWithMsg is a record and, when asked for, its message.
+type RecordWithMsg struct {
+	Record model.Record    `json:"record"`
+	Msg    json.RawMessage `json:"msg,omitempty"`
+}
+
+// StateRequest is the body of POST /v1/records/{id}/state.
+type StateRequest struct {
+	NewState model.State `json:"new_state"`
+	Reason   string      `json:"reason,omitempty"`
+	// LeaseID, when set, must match the record's current lease.
+	LeaseID string `json:"lease_id,omitempty"`
+}
+
+// DeliveryResult is what a consumer or tunnel reports for a held record.
+type DeliveryResult struct {
+	OK            bool   `json:"ok"`
+	ExternalMsgID string `json:"external_msg_id,omitempty"`
+	ErrorCode     string `json:"error_code,omitempty"`
+	ErrorMessage  string `json:"error_message,omitempty"`
+	Retryable     bool   `json:"retryable,omitempty"`
+	RetryAfterMS  int64  `json:"retry_after_ms,omitempty"`
+}
+
+// DeliveryRequest is the body of POST /v1/records/{id}/delivery.
+type DeliveryRequest struct {
+	Result  *DeliveryResult `json:"result"`
+	LeaseID string          `json:"lease_id,omitempty"`
+}
+
+// LeaseRequest extends the lease of a held record.
+type LeaseRequest struct {
+	LeaseMS int64  `json:"lease_ms,omitempty"`
+	LeaseID string `json:"lease_id,omitempty"`
+}
+
+// RedriveRequest is the body of a bulk redrive of a box's DEAD records.
+type RedriveRequest struct {
+	Limit int `json:"limit,omitempty"`
+}
+
+// RedriveResult answers a bulk redrive.
+type RedriveResult struct {
+	Redriven  int      `json:"redriven"`
+	RecordIDs []string `json:"record_ids"`
+}
+
+// ListResult is a page of records by time.
+type ListResult struct {
+	Items              []RecordWithMsg `json:"items"`
+	NextCursorSortKey  int64           `json:"next_cursor_sort_key,omitempty"`
+	NextCursorRecordID string          `json:"next_cursor_record_id,omitempty"`
+}
+
+// SyncResult is a page of records by seq. LastSeq is the cursor to pass as
+// after_seq next time.
+type SyncResult struct {
+	Items   []RecordWithMsg `json:"items"`
+	LastSeq int64           `json:"last_seq"`
+}
+
+// ReceiptRequest is set_read_state.
+type ReceiptRequest struct {
+	GroupID   string              `json:"group_id,omitempty"`
+	MsgID     string              `json:"msg_id"`
+	ReaderDID string              `json:"reader_did"`
+	Status    model.ReceiptStatus `json:"status"`
+	Reason    string              `json:"reason,omitempty"`
+	AtMS      int64               `json:"at_ms,omitempty"`
+}
+
+// ReceiptsResult lists receipts.
+type ReceiptsResult struct {
+	Items []model.Receipt `json:"items"`
+}
+
+// SubscribersRequest replaces a group's subscribers.
+type SubscribersRequest struct {
+	Subscribers []string `json:"subscribers"`
+}
+
+// SubscribersResult lists a group's subscribers.
+type SubscribersResult struct {
+	Group       string   `json:"group"`
+	Subscribers []string `json:"subscribers"`
+}
+
+// BlockResult answers block and unblock.
+type BlockResult struct {
+	Owner   string `json:"owner"`
+	DID     string `json:"did"`
+	Blocked bool   `json:"blocked"`
+}
+
+// RoutesRequest replaces a DID's routes.
+type RoutesRequest struct {
+	Routes []model.ContactRoute `json:"routes"`
+}
+
+// RoutesResult lists a DID's routes.
+type RoutesResult struct {
+	DID    string               `json:"did"`
+	Routes []model.ContactRoute `json:"routes"`
+}
+
+// ConversationsResult lists an owner's conversations, latest first.
+type ConversationsResult struct {
+	Items []model.Conversation `json:"items"`
+}
+
+// EventsResult is a page of the event log; pass NextAfter as after.
+type EventsResult struct {
+	Items     []model.Event `json:"items"`
+	NextAfter int64         `json:"next_after"`
+}
+
+// ScheduledItem is one pending delayed message.
+type ScheduledItem struct {
+	ID                    int64    `json:"id"`
+	Op                    string   `json:"op"`
+	MsgID                 string   `json:"msg_id"`
+	Recipients            []string `json:"recipients"`
+	DueAtMS               int64    `json:"due_at_ms"`
+	ScheduledDeliveryTime string   `json:"scheduled_delivery_time"`
+	CreatedAtMS           int64    `json:"created_at_ms"`
+}
+
+// ScheduledResult lists pending delayed messages with their total count.
+type ScheduledResult struct {
+	Count int64           `json:"count"`
+	Items []ScheduledItem `json:"items"`
+}
+
+// FlushRequest materializes pending delayed messages now.
+type FlushRequest struct {
+	Recipient string `json:"recipient,omitempty"`
+}
+
+// FlushResult answers a flush.
+type FlushResult struct {
+	Flushed int `json:"flushed"`
+}
+
+// TokenRequest creates a token.
+type TokenRequest struct {
+	DID  string     `json:"did"`
+	Role model.Role `json:"role"`
+}
+
+// TokenResult carries a new token; it is shown once and stored hashed.
+type TokenResult struct {
+	Token string     `json:"token"`
+	DID   string     `json:"did"`
+	Role  model.Role `json:"role"`
+}
+
+// ErrorBody is the JSON of every error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail names a stable code, a message and the offending field.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// Error codes.
+const (
+	CodeInvalid           = "invalid_argument"
+	CodeNotFound          = "not_found"
+	CodeConflict          = "conflict"
+	CodeInvalidTransition = "invalid_transition"
+	CodeTooLarge          = "too_large"
+	CodeUnauthorized      = "unauthorized"
+	CodeForbidden         = "forbidden"
+	CodeLeaseLost         = "lease_lost"
+	CodeInternal          = "internal"
+	CodeUnavailable       = "unavailable"
+)
