@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/msgcenter/msgcenter/core"
@@ -53,7 +54,7 @@ func NewMetrics() *Metrics {
 			[]string{"route", "code"}),
 	}
 	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.sched, m.requests,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -122,7 +123,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 
 func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request, _ model.Identity) error {
 	if a.metrics == nil {
-		return nil
+		return model.NotFound("metrics (not enabled on this server)")
 	}
 	promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 	return nil
