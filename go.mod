@@ -2,7 +2,10 @@ module github.com/msgcenter/msgcenter
 
 go 1.26.8
 
-require github.com/gowebpki/jcs v1.0.2
+require (
+	github.com/gowebpki/jcs v1.0.2
+	modernc.org/sqlite v1.61.1
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -26,6 +29,5 @@ require (
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.61.1 // indirect
 	pgregory.net/rapid v1.3.0 // indirect
 )

@@ -57,15 +57,15 @@ type oaSchema struct {
 	Enum       []string             `yaml:"enum"`
 }
 
-// httpMethods are the keys of a path item that are operations.
-var httpMethods = map[string]bool{
+// oaHTTPMethods are the keys of a path item that are operations.
+var oaHTTPMethods = map[string]bool{
 	"get": true, "put": true, "post": true, "delete": true,
 	"options": true, "head": true, "patch": true, "trace": true,
 }
 
-// schemaTypes maps every component schema that documents a Go type to that
+// oaSchemaTypes maps every component schema that documents a Go type to that
 // type. The schema's properties must be exactly the type's JSON names.
-var schemaTypes = map[string]reflect.Type{
+var oaSchemaTypes = map[string]reflect.Type{
 	// message
 	"Message": reflect.TypeFor[message.Message](),
 	"Thread":  reflect.TypeFor[message.Thread](),
@@ -115,27 +115,27 @@ var schemaTypes = map[string]reflect.Type{
 	"ErrorDetail":         reflect.TypeFor[wire.ErrorDetail](),
 }
 
-// schemasWithoutGoType are object schemas with no named Go type behind them,
+// oaSchemasWithoutGoType are object schemas with no named Go type behind them,
 // each with the reason.
-var schemasWithoutGoType = map[string]string{
+var oaSchemasWithoutGoType = map[string]string{
 	"Health":      `GET /healthz writes map[string]string{"status": "ok"}`,
 	"EmptyObject": "POST /v1/records/{record_id}/redrive decodes into struct{}",
 }
 
-// enumValues maps every enum schema to the Go values it must list.
-var enumValues = map[string][]string{
-	"BoxKind":     strs(model.BoxKinds),
-	"State":       strs(model.States),
+// oaEnumValues maps every enum schema to the Go values it must list.
+var oaEnumValues = map[string][]string{
+	"BoxKind":     oaStrings(model.BoxKinds),
+	"State":       oaStrings(model.States),
 	"MessageKind": message.Kinds,
-	"ReceiptStatus": strs([]model.ReceiptStatus{model.ReceiptUnread, model.ReceiptReading, model.ReceiptReaded,
+	"ReceiptStatus": oaStrings([]model.ReceiptStatus{model.ReceiptUnread, model.ReceiptReading, model.ReceiptReaded,
 		model.ReceiptAccepted, model.ReceiptRejected, model.ReceiptQuarantined}),
-	"Role": strs([]model.Role{model.RoleAdmin, model.RoleAgent, model.RoleTunnel}),
+	"Role": oaStrings([]model.Role{model.RoleAdmin, model.RoleAgent, model.RoleTunnel}),
 	"EventType": {model.EventRecordCreated, model.EventRecordState, model.EventRecordClaimed,
 		model.EventRecordRetry, model.EventRecordDead, model.EventLeaseExpired, model.EventLeaseExtended,
 		model.EventRecordDelivered, model.EventRecordRedriven, model.EventMsgScheduled},
 }
 
-func strs[T ~string](in []T) []string {
+func oaStrings[T ~string](in []T) []string {
 	out := make([]string, len(in))
 	for i, v := range in {
 		out[i] = string(v)
@@ -163,13 +163,13 @@ func loadOpenAPI(t *testing.T) (*oaDoc, map[string]any) {
 	return &doc, raw
 }
 
-// operations decodes every operation of the document, keyed "METHOD path".
-func operations(t *testing.T, doc *oaDoc) map[string]oaOperation {
+// oaOperations decodes every operation of the document, keyed "METHOD path".
+func oaOperations(t *testing.T, doc *oaDoc) map[string]oaOperation {
 	t.Helper()
 	ops := map[string]oaOperation{}
 	for path, item := range doc.Paths {
 		for key, node := range item {
-			if !httpMethods[key] {
+			if !oaHTTPMethods[key] {
 				continue
 			}
 			var op oaOperation
@@ -182,8 +182,8 @@ func operations(t *testing.T, doc *oaDoc) map[string]oaOperation {
 	return ops
 }
 
-// routeKey normalizes a server route to "METHOD path" in OpenAPI form.
-func routeKey(rt Route) string {
+// oaRouteKey normalizes a server route to "METHOD path" in OpenAPI form.
+func oaRouteKey(rt Route) string {
 	method, pattern := strings.ToUpper(rt.Method), rt.Pattern
 	// Tolerate a method written into the pattern ("GET /x") and the
 	// ServeMux-only exact-match marker "{$}".
@@ -194,7 +194,7 @@ func routeKey(rt Route) string {
 	return method + " " + pattern
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func oaSortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -205,11 +205,11 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func TestOpenAPIRoutesMatchServer(t *testing.T) {
 	doc, _ := loadOpenAPI(t)
-	documented := operations(t, doc)
+	documented := oaOperations(t, doc)
 
 	served := map[string]bool{}
 	for _, rt := range Routes() {
-		k := routeKey(rt)
+		k := oaRouteKey(rt)
 		if served[k] {
 			t.Errorf("Routes() lists %s twice", k)
 		}
@@ -219,23 +219,23 @@ func TestOpenAPIRoutesMatchServer(t *testing.T) {
 		t.Fatal("Routes() is empty")
 	}
 
-	for _, k := range sortedKeys(served) {
+	for _, k := range oaSortedKeys(served) {
 		if _, ok := documented[k]; !ok {
 			t.Errorf("route %s is served (Routes()) but missing from %s", k, openAPIFile)
 		}
 	}
-	for _, k := range sortedKeys(documented) {
+	for _, k := range oaSortedKeys(documented) {
 		if !served[k] {
 			t.Errorf("operation %s is in %s but not served (not in Routes())", k, openAPIFile)
 		}
 	}
 }
 
-var pathParamRE = regexp.MustCompile(`\{([^}]+)\}`)
+var oaPathParamRE = regexp.MustCompile(`\{([^}]+)\}`)
 
 func TestOpenAPIOperations(t *testing.T) {
 	doc, _ := loadOpenAPI(t)
-	ops := operations(t, doc)
+	ops := oaOperations(t, doc)
 
 	if len(doc.Security) == 0 || doc.Security[0]["bearerAuth"] == nil {
 		t.Errorf("global security must require bearerAuth, got %v", doc.Security)
@@ -245,7 +245,7 @@ func TestOpenAPIOperations(t *testing.T) {
 	}
 
 	seenIDs := map[string]string{}
-	for _, key := range sortedKeys(ops) {
+	for _, key := range oaSortedKeys(ops) {
 		op := ops[key]
 		method, path, _ := strings.Cut(key, " ")
 		t.Run(key, func(t *testing.T) {
@@ -264,12 +264,12 @@ func TestOpenAPIOperations(t *testing.T) {
 				}
 			}
 			if !success {
-				t.Errorf("no 2xx response among %v", sortedKeys(op.Responses))
+				t.Errorf("no 2xx response among %v", oaSortedKeys(op.Responses))
 			}
 
 			if strings.HasPrefix(path, "/v1/") {
 				if _, ok := op.Responses["401"]; !ok {
-					t.Errorf("a /v1 operation must document 401; responses are %v", sortedKeys(op.Responses))
+					t.Errorf("a /v1 operation must document 401; responses are %v", oaSortedKeys(op.Responses))
 				}
 				if op.Security != nil && len(*op.Security) == 0 {
 					t.Error("a /v1 operation must not opt out of authentication (security: [])")
@@ -280,7 +280,7 @@ func TestOpenAPIOperations(t *testing.T) {
 
 			// Path template parameters and declared path parameters agree.
 			want := map[string]bool{}
-			for _, m := range pathParamRE.FindAllStringSubmatch(path, -1) {
+			for _, m := range oaPathParamRE.FindAllStringSubmatch(path, -1) {
 				want[m[1]] = true
 			}
 			got := map[string]bool{}
@@ -311,12 +311,12 @@ func TestOpenAPIOperations(t *testing.T) {
 				}
 				got[p.Name] = true
 			}
-			for _, n := range sortedKeys(want) {
+			for _, n := range oaSortedKeys(want) {
 				if !got[n] {
 					t.Errorf("path parameter {%s} is not declared", n)
 				}
 			}
-			for _, n := range sortedKeys(got) {
+			for _, n := range oaSortedKeys(got) {
 				if !want[n] {
 					t.Errorf("declared path parameter %q is not in the path template", n)
 				}
@@ -325,8 +325,8 @@ func TestOpenAPIOperations(t *testing.T) {
 	}
 }
 
-// jsonNames lists the JSON object keys encoding/json uses for struct type t.
-func jsonNames(t reflect.Type) map[string]bool {
+// oaJSONNames lists the JSON object keys encoding/json uses for struct type t.
+func oaJSONNames(t reflect.Type) map[string]bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -344,7 +344,7 @@ func jsonNames(t reflect.Type) map[string]bool {
 				ft = ft.Elem()
 			}
 			if ft.Kind() == reflect.Struct {
-				for n := range jsonNames(ft) {
+				for n := range oaJSONNames(ft) {
 					out[n] = true
 				}
 				continue
@@ -365,24 +365,24 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 	doc, _ := loadOpenAPI(t)
 	schemas := doc.Components.Schemas
 
-	for _, name := range sortedKeys(schemaTypes) {
-		typ := schemaTypes[name]
+	for _, name := range oaSortedKeys(oaSchemaTypes) {
+		typ := oaSchemaTypes[name]
 		t.Run(name, func(t *testing.T) {
 			s, ok := schemas[name]
 			if !ok {
 				t.Fatalf("components.schemas.%s is missing (documents Go type %s)", name, typ)
 			}
-			want := jsonNames(typ)
+			want := oaJSONNames(typ)
 			got := map[string]bool{}
 			for p := range s.Properties {
 				got[p] = true
 			}
-			for _, p := range sortedKeys(want) {
+			for _, p := range oaSortedKeys(want) {
 				if !got[p] {
 					t.Errorf("schema %s lacks property %q (JSON field of %s)", name, p, typ)
 				}
 			}
-			for _, p := range sortedKeys(got) {
+			for _, p := range oaSortedKeys(got) {
 				if !want[p] {
 					t.Errorf("schema %s has property %q, which %s does not have", name, p, typ)
 				}
@@ -396,28 +396,28 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 	}
 
 	t.Run("every object schema has a Go type", func(t *testing.T) {
-		for _, name := range sortedKeys(schemas) {
+		for _, name := range oaSortedKeys(schemas) {
 			s := schemas[name]
 			if len(s.Properties) == 0 && s.Type != "object" {
 				continue
 			}
-			if _, ok := schemaTypes[name]; ok {
+			if _, ok := oaSchemaTypes[name]; ok {
 				continue
 			}
-			if _, ok := schemasWithoutGoType[name]; ok {
+			if _, ok := oaSchemasWithoutGoType[name]; ok {
 				continue
 			}
-			t.Errorf("object schema %s is not mapped to a Go type in schemaTypes (or listed in schemasWithoutGoType)", name)
+			t.Errorf("object schema %s is not mapped to a Go type in oaSchemaTypes (or listed in oaSchemasWithoutGoType)", name)
 		}
-		for _, name := range sortedKeys(schemasWithoutGoType) {
+		for _, name := range oaSortedKeys(oaSchemasWithoutGoType) {
 			if _, ok := schemas[name]; !ok {
-				t.Errorf("schemasWithoutGoType lists %s, which is not in components.schemas", name)
+				t.Errorf("oaSchemasWithoutGoType lists %s, which is not in components.schemas", name)
 			}
 		}
 	})
 
-	for _, name := range sortedKeys(enumValues) {
-		want := slices.Clone(enumValues[name])
+	for _, name := range oaSortedKeys(oaEnumValues) {
+		want := slices.Clone(oaEnumValues[name])
 		t.Run("enum "+name, func(t *testing.T) {
 			s, ok := schemas[name]
 			if !ok {
@@ -436,7 +436,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 func TestOpenAPIRefsResolve(t *testing.T) {
 	_, raw := loadOpenAPI(t)
 	var refs []string
-	collectRefs(raw, &refs)
+	oaCollectRefs(raw, &refs)
 	if len(refs) == 0 {
 		t.Fatal("no $ref found; the document is not what this test expects")
 	}
@@ -446,13 +446,13 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 			continue
 		}
 		seen[ref] = true
-		if err := resolvePointer(raw, ref); err != nil {
+		if err := oaResolvePointer(raw, ref); err != nil {
 			t.Errorf("$ref %q: %v", ref, err)
 		}
 	}
 }
 
-func collectRefs(v any, out *[]string) {
+func oaCollectRefs(v any, out *[]string) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
@@ -464,17 +464,17 @@ func collectRefs(v any, out *[]string) {
 				}
 				continue
 			}
-			collectRefs(e, out)
+			oaCollectRefs(e, out)
 		}
 	case []any:
 		for _, e := range x {
-			collectRefs(e, out)
+			oaCollectRefs(e, out)
 		}
 	}
 }
 
-// resolvePointer follows a local JSON pointer reference ("#/a/b").
-func resolvePointer(root map[string]any, ref string) error {
+// oaResolvePointer follows a local JSON pointer reference ("#/a/b").
+func oaResolvePointer(root map[string]any, ref string) error {
 	ptr, ok := strings.CutPrefix(ref, "#/")
 	if !ok {
 		return fmt.Errorf("only local references (#/...) are allowed")

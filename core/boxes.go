@@ -150,18 +150,23 @@ func (s *Service) withMsg(ctx context.Context, rec model.Record, withObj bool) (
 
 func (s *Service) withMsgs(ctx context.Context, recs []model.Record, withObj bool) ([]wire.RecordWithMsg, error) {
 	out := make([]wire.RecordWithMsg, 0, len(recs))
-	bodies := map[string]json.RawMessage{}
+	var bodies map[string][]byte
+	if withObj && len(recs) > 0 {
+		ids := make([]string, 0, len(recs))
+		for _, r := range recs {
+			ids = append(ids, r.MsgID)
+		}
+		var err error
+		if bodies, err = s.st.GetMessages(ctx, uniq(ids)); err != nil {
+			return nil, err
+		}
+	}
 	for _, r := range recs {
 		item := wire.RecordWithMsg{Record: r}
 		if withObj {
 			b, ok := bodies[r.MsgID]
 			if !ok {
-				raw, err := s.st.GetMessage(ctx, r.MsgID)
-				if err != nil {
-					return nil, err
-				}
-				b = raw
-				bodies[r.MsgID] = b
+				return nil, fmt.Errorf("record %s refers to missing message %s", r.RecordID, r.MsgID)
 			}
 			item.Msg = b
 		}

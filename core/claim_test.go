@@ -22,8 +22,24 @@ func TestConcurrentClaimsExactlyOnce(t *testing.T) {
 		n = 500
 	}
 	ctx := context.Background()
-	for i := 0; i < n; i++ {
-		mustDispatch(t, s, chat("did:a", []string{"did:worker"}, fmt.Sprint("m", i)))
+	// Seed concurrently: the writes share commits, which keeps this test
+	// affordable under -race.
+	var seed sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		seed.Add(1)
+		go func() {
+			defer seed.Done()
+			for i := g; i < n; i += 16 {
+				if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{"did:worker"}, fmt.Sprint("m", i))}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	seed.Wait()
+	if got := len(syncAll(t, s, "did:worker", model.Inbox)); got != n {
+		t.Fatalf("seeded %d records, want %d", got, n)
 	}
 	var mu sync.Mutex
 	seen := make(map[string]int, n)

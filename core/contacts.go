@@ -148,9 +148,6 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 	if !isAdmin(who) && who.DID != req.ReaderDID {
 		return zero, model.Forbidden(fmt.Sprintf("%s may set receipts only as reader", who.DID))
 	}
-	if _, err := s.st.GetMessage(ctx, req.MsgID); err != nil {
-		return zero, err
-	}
 	if req.GroupID != "" && !isAdmin(who) {
 		ok, err := s.st.IsSubscriber(ctx, req.GroupID, req.ReaderDID)
 		if err != nil {
@@ -159,6 +156,9 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 		if !ok {
 			return zero, model.Forbidden(fmt.Sprintf("%s is not a member of %s", req.ReaderDID, req.GroupID))
 		}
+	}
+	if _, err := s.GetMessage(ctx, who, req.MsgID); err != nil {
+		return zero, err // a message the caller cannot read does not exist for it
 	}
 	at := req.AtMS
 	if at == 0 {

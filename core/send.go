@@ -102,7 +102,7 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	idem := s.idem(who, opDispatch, req.IdempotencyKey)
 	if delayed {
 		ctxJSON, _ := json.Marshal(req.IngressCtx)
-		if err := s.schedule(ctx, c, opDispatch, ctxJSON, due, now, idem); err != nil {
+		if due, err = s.schedule(ctx, c, opDispatch, ctxJSON, due, now, idem); err != nil {
 			return nil, err
 		}
 		return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
@@ -126,11 +126,14 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	if req.Msg == nil {
 		return nil, model.Invalid("msg", "is required")
 	}
-	if !isAdmin(who) && req.Msg.From != who.DID && req.Msg.Source != who.DID {
-		return nil, model.Forbidden(fmt.Sprintf("%s may post_send only as itself (msg.from or msg.source)", who.DID))
+	if !isAdmin(who) && req.Msg.LogicalSender() != who.DID {
+		return nil, model.Forbidden(fmt.Sprintf("%s may post_send only as itself (msg.source if set, else msg.from)", who.DID))
 	}
 	c, err := s.check(ctx, req.Msg)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.canSpeakFor(ctx, who, c); err != nil {
 		return nil, err
 	}
 	now := s.nowMS()
@@ -141,7 +144,7 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	idem := s.idem(who, opPostSend, req.IdempotencyKey)
 	if delayed {
 		ctxJSON, _ := json.Marshal(req.SendCtx)
-		if err := s.schedule(ctx, c, opPostSend, ctxJSON, due, now, idem); err != nil {
+		if due, err = s.schedule(ctx, c, opPostSend, ctxJSON, due, now, idem); err != nil {
 			return nil, err
 		}
 		return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
@@ -158,6 +161,26 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	return res, nil
 }
 
+// canSpeakFor: a message whose source differs from its from speaks in the
+// name of from, which only a member may do in a group.
+func (s *Service) canSpeakFor(ctx context.Context, who model.Identity, c *checked) error {
+	m := c.msg
+	if isAdmin(who) || m.Source == "" || m.Source == m.From {
+		return nil
+	}
+	if !c.isGroup {
+		return model.Forbidden(fmt.Sprintf("msg.source may differ from msg.from only when msg.from is a group; %s is not", m.From))
+	}
+	ok, err := s.st.IsSubscriber(ctx, m.From, who.DID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return model.Forbidden(fmt.Sprintf("%s is not a member of %s", who.DID, m.From))
+	}
+	return nil
+}
+
 func (s *Service) idem(who model.Identity, op, key string) *store.Idempotency {
 	if key == "" {
 		return nil
@@ -165,18 +188,21 @@ func (s *Service) idem(who model.Identity, op, key string) *store.Idempotency {
 	return &store.Idempotency{Scope: who.DID + "|" + op, Key: key}
 }
 
-func (s *Service) schedule(ctx context.Context, c *checked, op string, ctxJSON []byte, due, now int64, idem *store.Idempotency) error {
+// schedule stores a delayed message and returns its due time: the one
+// asked for, or, when the same message is already scheduled, the one that
+// holds (sending it again schedules nothing new).
+func (s *Service) schedule(ctx context.Context, c *checked, op string, ctxJSON []byte, due, now int64, idem *store.Idempotency) (int64, error) {
 	e := &store.ScheduleEntry{Op: op, MsgID: c.id, MsgBody: c.body, Ctx: ctxJSON,
 		Recipients: recipientsOf(c), DueAtMS: due, CreatedAtMS: now}
 	_, created, err := s.st.Schedule(ctx, e, idem)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if created {
 		s.cfg.Metrics.Scheduled()
 		kick(s.schedKick)
 	}
-	return nil
+	return e.DueAtMS, nil
 }
 
 // apply writes a plan and wakes whoever waits on the boxes it touched.

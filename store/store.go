@@ -31,7 +31,8 @@ type Store interface {
 
 	// Schedule stores a message and an entry to be materialized at DueAtMS.
 	// A second entry for the same (op, msg_id) is not created; created says
-	// whether this call made it. A message.scheduled event is appended.
+	// whether this call made it, and e.ID and e.DueAtMS are set to the
+	// stored entry's. A message.scheduled event is appended.
 	Schedule(ctx context.Context, e *ScheduleEntry, idem *Idempotency) (id int64, created bool, err error)
 	// DueScheduled lists entries with due_at_ms <= BeforeMS, optionally only
 	// those for one recipient, ordered by (due_at_ms, id): send order.
@@ -43,7 +44,12 @@ type Store interface {
 	NextDue(ctx context.Context) (atMS int64, ok bool, err error)
 
 	GetMessage(ctx context.Context, msgID string) ([]byte, error)
-	// CanReadMessage reports whether did owns a record of the message.
+	// GetMessages returns the bodies of the messages that exist among ids,
+	// keyed by id, in one round trip (pages of records need many bodies).
+	GetMessages(ctx context.Context, ids []string) (map[string][]byte, error)
+	// CanReadMessage reports whether did owns a record of the message, or
+	// belongs to a group whose GROUP_INBOX holds it (members who joined
+	// later read the group's history).
 	CanReadMessage(ctx context.Context, did, msgID string) (bool, error)
 
 	GetRecord(ctx context.Context, recordID string) (model.Record, error)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store"
@@ -40,6 +41,13 @@ func rec(owner string, box model.BoxKind, msg, thread string, sortKey int64, tag
 func TestOpenPragmasAndMigrations(t *testing.T) {
 	ctx := context.Background()
 	s, path := openTest(t)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database not at its path: %v", err)
+	}
+	if _, err := Open(ctx, filepath.Join(t.TempDir(), "missing", "x.db"), Options{}); err == nil ||
+		!strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("missing dir: %v", err)
+	}
 	var mode, sync string
 	if err := s.w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode = %q, %v", mode, err)
@@ -361,3 +369,64 @@ func TestQueryPlans(t *testing.T) {
 }
 
 func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+// TestGroupCommit queues writes behind a blocked one so they run as one
+// group, and checks that a failing write, even one that kills the shared
+// transaction, takes down only itself.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go s.write(ctx, func(tx *sql.Tx) error {
+		close(started)
+		<-release
+		return nil
+	})
+	<-started
+	const n = 24
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.write(ctx, func(tx *sql.Tx) error {
+				if _, err := tx.Exec("INSERT INTO tokens VALUES (?, 'd', 'agent', 1)", fmt.Sprint(i)); err != nil {
+					return err
+				}
+				switch i {
+				case 5:
+					return model.Conflict("x", "refused")
+				case 9:
+					tx.Exec("ROLLBACK") // the whole shared transaction is gone
+					return model.Conflict("x", "broke it")
+				}
+				return nil
+			})
+		}()
+	}
+	var groups []int
+	s.onGroup = func(size int) { groups = append(groups, size) }
+	// Give every writer time to block on the queue before the group forms.
+	time.Sleep(200 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	t.Logf("groups: %v", groups)
+	if len(groups) == 0 || groups[0] < 2 {
+		t.Fatalf("no group formed: %v", groups)
+	}
+	for i, err := range errs {
+		_, terr := s.Token(ctx, fmt.Sprint(i))
+		switch i {
+		case 5, 9:
+			if !errors.Is(err, model.ErrConflict) || !errors.Is(terr, model.ErrNotFound) {
+				t.Errorf("write %d: err %v, token %v", i, err, terr)
+			}
+		default:
+			if err != nil || terr != nil {
+				t.Errorf("write %d: err %v, token %v", i, err, terr)
+			}
+		}
+	}
+}

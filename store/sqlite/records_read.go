@@ -212,11 +212,44 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
 	return body, nil
 }
 
+// GetMessages returns the bodies of the messages among ids that exist.
+func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get messages: %w", err)
+	}
+	rows, err := s.r.QueryContext(ctx,
+		"SELECT msg_id, body FROM messages WHERE msg_id IN (SELECT value FROM json_each(?))", string(list))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get messages: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return nil, fmt.Errorf("sqlite: get messages: %w", err)
+		}
+		out[id] = body
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: get messages: %w", err)
+	}
+	return out, nil
+}
+
 // CanReadMessage reports whether did owns a record of the message.
 func (s *Store) CanReadMessage(ctx context.Context, did, msgID string) (bool, error) {
 	var ok bool
 	err := s.r.QueryRowContext(ctx,
-		"SELECT EXISTS (SELECT 1 FROM records WHERE msg_id = ? AND owner = ?)", msgID, did).Scan(&ok)
+		`SELECT EXISTS (SELECT 1 FROM records WHERE msg_id = ?1 AND owner = ?2)
+			OR EXISTS (SELECT 1 FROM records r JOIN group_subscribers g
+				ON g.group_did = r.owner AND g.subscriber = ?2
+				WHERE r.msg_id = ?1 AND r.box = 'GROUP_INBOX')`, msgID, did).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: can read message: %w", err)
 	}

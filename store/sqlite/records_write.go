@@ -58,8 +58,9 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 				if rec.State.IsUnread() {
 					unread = 1
 				}
-				if _, err := w.bind(&w.upsertConv, w.st.upsertConv).ExecContext(ctx, rec.Owner, rec.ThreadKey, rec.MsgID, rec.RecordID,
-					string(rec.BoxKind), rec.Seq, unread, p.NowMS); err != nil {
+				_, err := w.bind(&w.upsertConv, w.st.upsertConv).ExecContext(ctx, rec.Owner, rec.ThreadKey,
+					rec.MsgID, rec.RecordID, string(rec.BoxKind), rec.Seq, unread, p.NowMS)
+				if err != nil {
 					return fmt.Errorf("sqlite: update conversation: %w", err)
 				}
 			}

@@ -15,11 +15,11 @@ import (
 // Schedule stores a delayed message and its entry, once per (op, msg_id).
 func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *store.Idempotency) (int64, bool, error) {
 	var (
-		id      int64
+		id, due int64
 		created bool
 	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		created = false
+		created, due = false, e.DueAtMS
 		if idem != nil {
 			if err := s.bindIdem(ctx, tx, idem, e.MsgID, e.CreatedAtMS); err != nil {
 				return err
@@ -32,8 +32,8 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (op, msg_id) DO NOTHING RETURNING sched_id`,
 			e.Op, e.MsgID, e.Ctx, e.DueAtMS, e.CreatedAtMS).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
-			err = tx.QueryRowContext(ctx, "SELECT sched_id FROM scheduled WHERE op = ? AND msg_id = ?",
-				e.Op, e.MsgID).Scan(&id)
+			err = tx.QueryRowContext(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = ? AND msg_id = ?",
+				e.Op, e.MsgID).Scan(&id, &due)
 			if err != nil {
 				return fmt.Errorf("sqlite: schedule: %w", err)
 			}
@@ -56,6 +56,7 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 	if err != nil {
 		return 0, false, err
 	}
+	e.ID, e.DueAtMS = id, due
 	return id, created, nil
 }
 

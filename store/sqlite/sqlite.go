@@ -23,8 +23,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
@@ -48,6 +51,13 @@ type Store struct {
 	r   *sql.DB // read-only pool
 	log *slog.Logger
 	st  stmts
+
+	reqs      chan *writeReq // to writeLoop
+	quit      chan struct{}  // closed by Close
+	loopDone  chan struct{}  // closed when writeLoop has returned
+	closeOnce sync.Once
+	closeErr  error
+	onGroup   func(size int) // test hook: called by the writer before each group
 }
 
 // busyTimeoutMS bounds how long a connection waits for a lock held by
@@ -60,13 +70,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
 	}
-	sync := strings.ToUpper(strings.TrimSpace(opts.Synchronous))
-	switch sync {
+	syncMode := strings.ToUpper(strings.TrimSpace(opts.Synchronous))
+	switch syncMode {
 	case "":
-		sync = "NORMAL"
+		syncMode = "NORMAL"
 	case "NORMAL", "FULL":
 	default:
 		return nil, fmt.Errorf("sqlite: synchronous must be NORMAL or FULL, not %q", opts.Synchronous)
+	}
+	// SQLite's own error for a missing directory is "unable to open
+	// database file", which does not say what to fix.
+	if dir := filepath.Dir(path); dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("sqlite: directory %s does not exist or is not a directory", dir)
+		}
 	}
 	log := opts.Logger
 	if log == nil {
@@ -75,7 +92,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	w, err := sql.Open("sqlite", dsn(path,
 		"_pragma=journal_mode(WAL)",
-		"_pragma=synchronous("+sync+")",
+		"_pragma=synchronous("+syncMode+")",
 		"_pragma=cache_size(-32000)",
 		"_pragma=temp_store(MEMORY)",
 		// Keep the WAL file from staying huge after a burst.
@@ -90,11 +107,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	s := &Store{w: w, log: log}
+	s := &Store{w: w, log: log, reqs: make(chan *writeReq), quit: make(chan struct{}),
+		loopDone: make(chan struct{})}
+	go s.writeLoop()
 	// Migrate before the read pool exists: the writer's first connection is
 	// what switches a new file to WAL, and readers must not see a
 	// half-migrated schema.
 	if err := s.migrate(ctx); err != nil {
+		s.stopLoop()
 		w.Close()
 		return nil, err
 	}
@@ -105,6 +125,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		"_pragma=temp_store(MEMORY)",
 	))
 	if err != nil {
+		s.stopLoop()
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -116,6 +137,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.r = r
 
 	if err := s.st.prepare(ctx, w, r); err != nil {
+		s.stopLoop()
 		s.st.close()
 		r.Close()
 		w.Close()
@@ -137,30 +159,24 @@ func dsn(path string, params ...string) string {
 	return "file:" + esc + "?" + strings.Join(q, "&")
 }
 
-// Close releases the statements and both pools. It runs PRAGMA optimize
-// first, as SQLite recommends for long-lived connections.
+// Close waits for the write in progress, fails writes still queued, and
+// releases the statements and both pools. It runs PRAGMA optimize first, as
+// SQLite recommends for long-lived connections.
 func (s *Store) Close() error {
-	if _, err := s.w.Exec("PRAGMA optimize"); err != nil {
-		s.log.Warn("sqlite: optimize on close failed", "err", err)
-	}
-	s.st.close()
-	return errors.Join(s.r.Close(), s.w.Close())
+	s.closeOnce.Do(func() {
+		s.stopLoop()
+		if _, err := s.w.Exec("PRAGMA optimize"); err != nil {
+			s.log.Warn("sqlite: optimize on close failed", "err", err)
+		}
+		s.st.close()
+		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+	})
+	return s.closeErr
 }
 
-// write runs fn in one write transaction (BEGIN IMMEDIATE on the writer).
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
-	}
-	return nil
+func (s *Store) stopLoop() {
+	close(s.quit)
+	<-s.loopDone
 }
 
 // read runs fn in one read transaction, for reads made of several queries

@@ -19,6 +19,7 @@ func applyTests() []testCase {
 		{"RepeatCreatesNothing", testApplyRepeat},
 		{"ExistingLeftUntouched", testApplyExistingUntouched},
 		{"MessageBodyStoredOnce", testApplyMessageBody},
+		{"GetMessages", testGetMessages},
 		{"CreatedEvents", testApplyEvents},
 		{"IdempotencyKeyConflict", testApplyIdemConflict},
 		{"ConsumeMissingScheduleRollsBack", testApplyConsumeMissing},
@@ -204,6 +205,38 @@ func testApplyMessageBody(t *testing.T, s store.Store) {
 		if ok != c.want {
 			t.Fatalf("CanReadMessage(%s, %s) = %v, want %v", c.did, short(c.msg), ok, c.want)
 		}
+	}
+}
+
+// GetMessages returns the bodies that exist among ids, keyed by id.
+func testGetMessages(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	got, err := s.GetMessages(ctx, nil)
+	requireNoError(t, err, "GetMessages(none)")
+	if len(got) != 0 {
+		t.Fatalf("GetMessages(none) = %d bodies", len(got))
+	}
+	m1, m2, missing := msgID("bodies-1"), msgID("bodies-2"), msgID("bodies-missing")
+	mustApply(t, s, newPlan(m1, base, newRec(alice, model.Inbox, m1, base)))
+	mustApply(t, s, newPlan(m2, base, newRec(bob, model.Inbox, m2, base)))
+	e := newEntry("dispatch", "bodies-scheduled", base+1_000, carol)
+	mustSchedule(t, s, e, nil)
+
+	got, err = s.GetMessages(ctx, []string{m2, missing, m1, e.MsgID, m1})
+	requireNoError(t, err, "GetMessages")
+	want := map[string][]byte{m1: msgBody(m1), m2: msgBody(m2), e.MsgID: e.MsgBody}
+	if len(got) != len(want) {
+		t.Fatalf("GetMessages returned %d bodies, want %d (only those that exist)", len(got), len(want))
+	}
+	for id, body := range want {
+		if !bytes.Equal(got[id], body) {
+			t.Fatalf("GetMessages[%s] = %q, want byte-for-byte %q", short(id), got[id], body)
+		}
+	}
+	got, err = s.GetMessages(ctx, []string{missing})
+	requireNoError(t, err, "GetMessages(missing only)")
+	if len(got) != 0 {
+		t.Fatalf("GetMessages(missing only) = %d bodies", len(got))
 	}
 }
 

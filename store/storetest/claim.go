@@ -138,8 +138,11 @@ func testClaimEvent(t *testing.T, s store.Store) {
 // Many goroutines claiming one box: every record is claimed exactly once,
 // and each claimer sees increasing seqs.
 func testClaimConcurrent(t *testing.T, s store.Store) {
+	// 2,000 records normally; 500 under -short or -race, where every
+	// statement costs ten times as much and the race detector, not the
+	// volume, is what finds the bugs.
 	n := 2_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 500
 	}
 	const perPlan = 100

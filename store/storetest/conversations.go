@@ -208,6 +208,17 @@ func testConversationsUnread(t *testing.T, s store.Store) {
 		mustUpdate(t, s, transition(st.id, st.from, st.to, now))
 		check(fmt.Sprintf("step %d (%s→%s)", i, st.from, st.to))
 	}
+	// A claim that changes whether a record is unread moves the count too.
+	p := store.ClaimParams{Owner: alice, Box: model.Inbox, From: model.Readed, To: model.Reading,
+		NowMS: now + 1, LeaseID: "L2", Holder: "h", LeaseUntilMS: now + 1_000}
+	if c := mustClaim(t, s, p); c.RecordID != in[2].RecordID {
+		t.Fatalf("claimed %s, want the READED record %s", c.RecordID, in[2].RecordID)
+	}
+	check("claim READED→READING")
+	now += 10
+	mustUpdate(t, s, transition(in[2].RecordID, model.Reading, model.Readed, now))
+	check("READING→READED")
+
 	// A failed compare-and-set changes no count either.
 	if _, err := s.Update(t.Context(), transition(in[1].RecordID, model.Readed, model.Unread, now+1)); err == nil {
 		t.Fatal("Update with a stale From succeeded")

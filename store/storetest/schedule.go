@@ -21,6 +21,7 @@ func scheduleTests() []testCase {
 		{"DueOrderAndFilters", testScheduleDueOrder},
 		{"NextDue", testScheduleNextDue},
 		{"ApplyConsumesOnce", testScheduleConsume},
+		{"ConsumedIDNotReused", testScheduleIDNotReused},
 		{"ConcurrentConsumeExactlyOnce", testScheduleConsumeConcurrent},
 		{"IdempotencyKeyBound", testScheduleIdem},
 	}
@@ -269,6 +270,22 @@ func testScheduleConsume(t *testing.T, s store.Store) {
 	res2 := mustApply(t, s, again)
 	requireSameSet(t, res2.Existing, recordIDs(res.Created), "Existing")
 	requireIDs(t, res2.Created, []string{again.Records[2].RecordID}, "Created")
+}
+
+// A consumed entry's id is never given to a later entry: a late, repeated
+// materialization of the old entry must conflict, not consume the new one.
+func testScheduleIDNotReused(t *testing.T, s store.Store) {
+	e1 := newEntry("dispatch", "reuse-1", base+1_000, alice)
+	mustSchedule(t, s, e1, nil)
+	mustApply(t, s, consumePlan(e1, base+1_000))
+	e2 := newEntry("dispatch", "reuse-2", base+5_000, bob)
+	mustSchedule(t, s, e2, nil)
+	if e2.ID == e1.ID {
+		t.Fatalf("the consumed entry's id %d was reused for a new entry", e1.ID)
+	}
+	_, err := s.Apply(t.Context(), consumePlan(e1, base+2_000))
+	requireErrIs(t, err, model.ErrConflict, "late second consume of the first entry")
+	requireListed(t, s, "", 10, []int64{e2.ID}, 1)
 }
 
 // Several schedulers racing to materialize one entry: exactly one succeeds.

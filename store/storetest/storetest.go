@@ -53,6 +53,7 @@ func groups() []group {
 		{"Receipts", receiptTests()},
 		{"Events", eventTests()},
 		{"Tokens", tokenTests()},
+		{"Concurrency", concurrencyTests()},
 	}
 }
 

@@ -1,0 +1,148 @@
+package api_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// groupMsg is a message alice (or author) writes in group.
+func groupMsg(group, author, text string) *message.Message {
+	return &message.Message{From: group, Source: author, Kind: message.KindGroupMsg, Content: message.Content{Content: text}}
+}
+
+func TestHTTPGroupSubscribers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := "/v1/groups/" + esc(didGroup) + "/subscribers"
+
+	t.Run("set and get", func(t *testing.T) {
+		res := ok[wire.SubscribersResult](t, e.do(t, "PUT", path, e.admin,
+			wire.SubscribersRequest{Subscribers: []string{didCarol, didAlice, didBob, didAlice}}))
+		want := []string{didAlice, didBob, didCarol} // sorted, deduplicated
+		if res.Group != didGroup || !reflect.DeepEqual(res.Subscribers, want) {
+			t.Fatalf("set: %+v", res)
+		}
+		for _, tok := range []string{e.admin, e.alice, e.carol} {
+			got := ok[wire.SubscribersResult](t, e.do(t, "GET", path, tok, nil))
+			if got.Group != didGroup || !reflect.DeepEqual(got.Subscribers, want) {
+				t.Fatalf("get: %+v", got)
+			}
+		}
+		e.setSubscribers(t, didGroup2, didBob)
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		c := func(name, method, path, token string, body any, status int, code, field string) badCase {
+			return badCase{name: name, method: method, path: path, token: token, body: body, status: status, code: code, field: field}
+		}
+		inv := wire.CodeInvalid
+		e.runBad(t, []badCase{
+			c("empty body", "PUT", path, e.admin, "", 400, inv, ""),
+			c("malformed JSON", "PUT", path, e.admin, `{"subscribers":[`, 400, inv, ""),
+			c("missing subscribers", "PUT", path, e.admin, `{}`, 400, inv, "subscribers"),
+			c("subscribers null", "PUT", path, e.admin, `{"subscribers":null}`, 400, inv, "subscribers"),
+			c("subscribers wrong type", "PUT", path, e.admin, `{"subscribers":"did:bob"}`, 400, inv, "subscribers"),
+			c("subscriber wrong type", "PUT", path, e.admin, `{"subscribers":["did:bob",7]}`, 400, inv, "subscribers"),
+			c("subscriber with space", "PUT", path, e.admin, `{"subscribers":["did:bob","did x"]}`, 400, inv, "subscribers[1]"),
+			c("empty subscriber", "PUT", path, e.admin, `{"subscribers":[""]}`, 400, inv, "subscribers[0]"),
+			c("unknown field", "PUT", path, e.admin, `{"subscribers":[],"owner":"x"}`, 400, inv, "owner"),
+			c("group with space", "PUT", "/v1/groups/did%20g/subscribers", e.admin, `{"subscribers":[]}`, 400, inv, "group"),
+			c("group too long", "GET", "/v1/groups/did:"+longDID()+"/subscribers", e.admin, nil, 400, inv, "group"),
+			c("agent sets a group", "PUT", path, e.alice, `{"subscribers":["did:alice"]}`, 403, wire.CodeForbidden, ""),
+			c("non-member reads", "GET", "/v1/groups/"+esc(didGroup2)+"/subscribers", e.alice, nil, 403, wire.CodeForbidden, ""),
+		})
+	})
+}
+
+func longDID() string { return strings.Repeat("x", 300) }
+
+func TestHTTPGroupDispatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setSubscribers(t, didGroup, didAlice, didBob, didCarol)
+	e.setSubscribers(t, didGroup2, didBob)
+
+	t.Run("dispatch fans out to every subscriber but the author", func(t *testing.T) {
+		res := ok[wire.DispatchResult](t, e.do(t, "POST", "/v1/dispatch", e.tunnel, wire.DispatchRequest{Msg: groupMsg(didGroup, didAlice, "hello group")}))
+		if !res.OK || res.DeliveredGroup != didGroup || !equalSet(res.DeliveredAgents, []string{didBob, didCarol}) ||
+			!equalSet(res.DeliveredRecipients, []string{didBob, didCarol}) || len(res.DroppedRecipients) != 0 {
+			t.Fatalf("result %+v", res)
+		}
+		g := e.record(t, model.RecordID(didGroup, model.GroupInbox, res.MsgID, ""))
+		if g.Owner != didGroup || g.BoxKind != model.GroupInbox || g.State != model.Unread || g.ThreadKey != "group:"+didGroup {
+			t.Fatalf("group record %+v", g)
+		}
+		for _, d := range []string{didBob, didCarol} {
+			r := e.record(t, model.RecordID(d, model.Inbox, res.MsgID, ""))
+			if r.Owner != d || !reflect.DeepEqual(r.Tags, []string{"group:" + didGroup}) || r.ThreadKey != "group:"+didGroup {
+				t.Fatalf("subscriber record %+v", r)
+			}
+			tagged := ok[wire.ListResult](t, e.do(t, "GET", boxPath(d, model.Inbox, "records")+"?tag=group:"+didGroup, e.admin, nil))
+			if len(tagged.Items) != 1 || tagged.Items[0].Record.MsgID != res.MsgID {
+				t.Fatalf("tag filter for %s: %+v", d, tagged.Items)
+			}
+		}
+		if n := len(e.syncAll(t, e.admin, didAlice, model.Inbox)); n != 0 {
+			t.Fatalf("the author got %d inbox records", n)
+		}
+	})
+
+	t.Run("group message without an author", func(t *testing.T) {
+		e.runBad(t, []badCase{{name: "no source", method: "POST", path: "/v1/dispatch", token: e.tunnel,
+			body:   wire.DispatchRequest{Msg: &message.Message{From: didGroup, Content: message.Content{Content: "who?"}}},
+			status: 400, code: wire.CodeInvalid, field: "msg.source"}})
+	})
+
+	t.Run("post_send to a group", func(t *testing.T) {
+		res := e.postSend(t, e.bob, groupMsg(didGroup, didBob, "bob writes"))
+		if !res.OK || !equalSet(res.LocalRecipients, []string{didAlice, didCarol}) || len(res.Deliveries) != 0 ||
+			res.OutboxRecordID != model.RecordID(didBob, model.Outbox, res.MsgID, "") {
+			t.Fatalf("result %+v", res)
+		}
+		e.record(t, model.RecordID(didGroup, model.GroupInbox, res.MsgID, ""))
+		e.record(t, model.RecordID(didAlice, model.Inbox, res.MsgID, ""))
+	})
+
+	t.Run("members read the group inbox", func(t *testing.T) {
+		for _, p := range []string{boxPath(didGroup, model.GroupInbox, "records"), boxPath(didGroup, "group_inbox", "sync")} {
+			r := e.do(t, "GET", p, e.alice, nil)
+			var items []wire.RecordWithMsg
+			if strings.HasSuffix(p, "sync") {
+				items = ok[wire.SyncResult](t, r).Items
+			} else {
+				items = ok[wire.ListResult](t, r).Items
+			}
+			if len(items) != 2 {
+				t.Fatalf("%s: %d items, want 2", p, len(items))
+			}
+		}
+		peek := ok[wire.RecordWithMsg](t, e.do(t, "POST", boxPath(didGroup, model.GroupInbox, "next"), e.alice, wire.NextRequest{LockOnTake: ptr(false)}))
+		if peek.Record.Owner != didGroup || contentOf(t, peek.Msg) != "hello group" {
+			t.Fatalf("peek %+v", peek)
+		}
+		ok[wire.RecordWithMsg](t, e.do(t, "GET", recPath(peek.Record.RecordID, ""), e.carol, nil))
+	})
+
+	t.Run("non-members and claims are refused", func(t *testing.T) {
+		e.postSend(t, e.bob, groupMsg(didGroup2, didBob, "private"))
+		g2 := boxPath(didGroup2, model.GroupInbox, "")
+		g2rec := model.RecordID(didGroup2, model.GroupInbox, e.syncAll(t, e.admin, didGroup2, model.GroupInbox)[0].Record.MsgID, "")
+		forbidden := func(name, method, path string, body any) badCase {
+			return badCase{name: name, method: method, path: path, token: e.alice, body: body, status: 403, code: wire.CodeForbidden}
+		}
+		e.runBad(t, []badCase{
+			forbidden("list", "GET", g2+"records", nil),
+			forbidden("sync", "GET", g2+"sync", nil),
+			forbidden("peek", "POST", g2+"next", wire.NextRequest{LockOnTake: ptr(false)}),
+			forbidden("get record", "GET", recPath(g2rec, ""), nil),
+			forbidden("claim own group's inbox", "POST", boxPath(didGroup, model.GroupInbox, "next"), nil),
+			forbidden("change a group record", "POST", recPath(g2rec, "state"), wire.StateRequest{NewState: model.Readed}),
+			forbidden("redrive a group inbox", "POST", boxPath(didGroup, model.GroupInbox, "redrive"), nil),
+		})
+	})
+}

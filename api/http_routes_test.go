@@ -1,0 +1,113 @@
+package api_test
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+func TestHTTPRoutes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := "/v1/routes/" + esc(didExt)
+	slack := model.ContactRoute{TunnelDID: "did:tunnel:slack", Platform: "slack", ChatID: "C42", Mode: "thread"}
+
+	t.Run("set and get", func(t *testing.T) {
+		routes := []model.ContactRoute{slack, extRoute}
+		res := ok[wire.RoutesResult](t, e.do(t, "PUT", path, e.admin, wire.RoutesRequest{Routes: routes}))
+		if res.DID != didExt || !reflect.DeepEqual(res.Routes, routes) {
+			t.Fatalf("set %+v", res)
+		}
+		got := ok[wire.RoutesResult](t, e.do(t, "GET", path, e.admin, nil))
+		if got.DID != didExt || !reflect.DeepEqual(got.Routes, routes) {
+			t.Fatalf("get %+v", got)
+		}
+		none := ok[wire.RoutesResult](t, e.do(t, "GET", "/v1/routes/"+esc(didCarol), e.carol, nil))
+		if none.DID != didCarol || none.Routes == nil || len(none.Routes) != 0 {
+			t.Fatalf("routes of an unrouted DID: %+v", none)
+		}
+		own := []model.ContactRoute{{TunnelDID: didTunnel, Address: "tg:alice"}}
+		if res := ok[wire.RoutesResult](t, e.do(t, "PUT", "/v1/routes/"+esc(didAlice), e.alice, wire.RoutesRequest{Routes: own})); !reflect.DeepEqual(res.Routes, own) {
+			t.Fatalf("alice sets her own routes: %+v", res)
+		}
+		ok[wire.RoutesResult](t, e.do(t, "PUT", "/v1/routes/"+esc(didAlice), e.alice, wire.RoutesRequest{Routes: []model.ContactRoute{}}))
+	})
+
+	t.Run("post_send to a routed recipient", func(t *testing.T) {
+		res := e.postSend(t, e.bob, chat(didBob, []string{didExt, didCarol}, "to dave"))
+		want := model.RecordID(didTunnel, model.TunnelOutbox, res.MsgID, didExt+"\x00"+extRoute.Address+"\x00"+extRoute.ChatID)
+		if !res.OK || len(res.Deliveries) != 1 || !reflect.DeepEqual(res.LocalRecipients, []string{didCarol}) {
+			t.Fatalf("result %+v", res)
+		}
+		if d := res.Deliveries[0]; d != (wire.Delivery{TunnelDID: didTunnel, RecordID: want, TargetDID: didExt, Priority: 1}) {
+			t.Fatalf("delivery %+v, want the highest priority route", d)
+		}
+		rec := e.record(t, want)
+		wantRoute := &model.Route{TunnelDID: didTunnel, Platform: "telegram", Address: "tg:dave", ChatID: "1001", TargetDID: didExt, Priority: 1}
+		if rec.Owner != didTunnel || rec.BoxKind != model.TunnelOutbox || rec.State != model.Wait || !reflect.DeepEqual(rec.Route, wantRoute) {
+			t.Fatalf("tunnel record %+v route %+v", rec, rec.Route)
+		}
+		listed := ok[wire.ListResult](t, e.do(t, "GET", boxPath(didTunnel, model.TunnelOutbox, "records"), e.tunnel, nil))
+		if len(listed.Items) != 1 || listed.Items[0].Record.RecordID != want || !reflect.DeepEqual(listed.Items[0].Record.Route, wantRoute) {
+			t.Fatalf("tunnel's box %+v", listed.Items)
+		}
+		if n := len(e.syncAll(t, e.admin, didExt, model.Inbox)); n != 0 {
+			t.Fatalf("a routed recipient got %d local records", n)
+		}
+	})
+
+	t.Run("send_ctx picks routes", func(t *testing.T) {
+		all := ok[wire.PostSendResult](t, e.do(t, "POST", "/v1/post_send", e.bob, wire.PostSendRequest{
+			Msg: chat(didBob, []string{didExt}, "everywhere"), SendCtx: &wire.SendCtx{AllRoutes: true, Mode: "urgent"}}))
+		var tunnels []string
+		for _, d := range all.Deliveries {
+			tunnels = append(tunnels, d.TunnelDID)
+			if d.Mode != "urgent" {
+				t.Fatalf("mode not applied: %+v", d)
+			}
+		}
+		if !equalSet(tunnels, []string{didTunnel, slack.TunnelDID}) {
+			t.Fatalf("all_routes deliveries %+v", all.Deliveries)
+		}
+		one := ok[wire.PostSendResult](t, e.do(t, "POST", "/v1/post_send", e.bob, wire.PostSendRequest{
+			Msg: chat(didBob, []string{didExt}, "via slack"), SendCtx: &wire.SendCtx{TunnelDID: slack.TunnelDID}}))
+		if len(one.Deliveries) != 1 || one.Deliveries[0].TunnelDID != slack.TunnelDID || one.Deliveries[0].Mode != "thread" {
+			t.Fatalf("tunnel_did deliveries %+v", one.Deliveries)
+		}
+		rec := e.record(t, one.Deliveries[0].RecordID)
+		if rec.Owner != slack.TunnelDID || rec.Route == nil || rec.Route.ChatID != "C42" || rec.Route.TargetDID != didExt {
+			t.Fatalf("slack record %+v", rec)
+		}
+	})
+
+	t.Run("bad input and others' routes", func(t *testing.T) {
+		c := func(name, method, path, token string, body any, status int, code, field string) badCase {
+			return badCase{name: name, method: method, path: path, token: token, body: body, status: status, code: code, field: field}
+		}
+		inv := wire.CodeInvalid
+		var many []string
+		for i := range 65 {
+			many = append(many, fmt.Sprintf(`{"tunnel_did":"did:t","address":"a%d"}`, i))
+		}
+		e.runBad(t, []badCase{
+			c("empty body", "PUT", path, e.admin, "", 400, inv, ""),
+			c("malformed JSON", "PUT", path, e.admin, `{"routes":[{]}`, 400, inv, ""),
+			c("missing routes", "PUT", path, e.admin, `{}`, 400, inv, "routes"),
+			c("routes wrong type", "PUT", path, e.admin, `{"routes":{}}`, 400, inv, "routes"),
+			c("priority wrong type", "PUT", path, e.admin, `{"routes":[{"tunnel_did":"did:t","address":"a","priority":"high"}]}`, 400, inv, "routes.priority"),
+			c("unknown route field", "PUT", path, e.admin, `{"routes":[{"tunnel_did":"did:t","address":"a","weight":1}]}`, 400, inv, "weight"),
+			c("missing tunnel_did", "PUT", path, e.admin, `{"routes":[{"address":"a"}]}`, 400, inv, "routes[0].tunnel_did"),
+			c("neither address nor chat_id", "PUT", path, e.admin, `{"routes":[{"tunnel_did":"did:t","address":"a"},{"tunnel_did":"did:t"}]}`, 400, inv, "routes[1].address"),
+			c("too many routes", "PUT", path, e.admin, `{"routes":[`+strings.Join(many, ",")+`]}`, 400, inv, "routes"),
+			c("did with space", "PUT", "/v1/routes/did%20x", e.admin, `{"routes":[]}`, 400, inv, "did"),
+			c("get did with space", "GET", "/v1/routes/did%20x", e.admin, nil, 400, inv, "did"),
+			c("alice sets dave's routes", "PUT", path, e.alice, `{"routes":[]}`, 403, wire.CodeForbidden, ""),
+			c("tunnel sets dave's routes", "PUT", path, e.tunnel, `{"routes":[]}`, 403, wire.CodeForbidden, ""),
+			c("alice reads dave's routes", "GET", path, e.alice, nil, 403, wire.CodeForbidden, ""),
+		})
+	})
+}

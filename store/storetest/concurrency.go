@@ -1,0 +1,159 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+func concurrencyTests() []testCase {
+	return []testCase{
+		{"MixedReadersAndWriters", testMixedConcurrency},
+	}
+}
+
+// Writers (an applier and two claim-and-ack workers) and readers run at the
+// same time. Nothing may fail, every read must be internally ordered, and
+// the end state must be exact.
+func testMixedConcurrency(t *testing.T, s store.Store) {
+	const (
+		th       = "chat:busy"
+		messages = 30
+		claimers = 2
+		readers  = 3
+	)
+	var (
+		wg         sync.WaitGroup
+		applied    atomic.Bool
+		writersEnd atomic.Bool
+		errMu      sync.Mutex
+		errs       []error
+	)
+	fail := func(format string, args ...any) {
+		errMu.Lock()
+		errs = append(errs, fmt.Errorf(format, args...))
+		errMu.Unlock()
+	}
+
+	var writers sync.WaitGroup
+	writers.Go(func() {
+		defer applied.Store(true)
+		for i := range messages {
+			m := msgID(fmt.Sprintf("busy-%d", i))
+			now := base + int64(i)
+			if _, err := s.Apply(t.Context(), newPlan(m, now,
+				newRec(alice, model.Inbox, m, now, withThread(th)),
+				newRec(bob, model.Outbox, m, now, withThread(th)))); err != nil {
+				fail("Apply %d: %v", i, err)
+				return
+			}
+		}
+	})
+	acked := make([][]string, claimers)
+	for w := range claimers {
+		writers.Go(func() {
+			for i := 0; ; i++ {
+				done := applied.Load() // read before claiming: NotFound after done means empty
+				lease := fmt.Sprintf("c%d-%d", w, i)
+				r, err := s.Claim(t.Context(), claimParams(alice, model.Inbox, base+1_000, lease))
+				if errors.Is(err, model.ErrNotFound) {
+					if done {
+						return
+					}
+					continue
+				}
+				if err != nil {
+					fail("Claim: %v", err)
+					return
+				}
+				if _, err := s.Update(t.Context(), &store.Update{RecordID: r.RecordID, From: model.Reading, ExpectLeaseID: lease,
+					To: model.Readed, NowMS: base + 1_001, EventType: model.EventRecordState}); err != nil {
+					fail("Update after Claim: %v", err)
+					return
+				}
+				acked[w] = append(acked[w], r.RecordID)
+			}
+		})
+	}
+	for range readers {
+		wg.Go(func() {
+			for !writersEnd.Load() {
+				page, err := s.Sync(t.Context(), store.SyncParams{Owner: alice, Box: model.Inbox, Limit: 50})
+				if err != nil {
+					fail("Sync: %v", err)
+					return
+				}
+				for i, r := range page {
+					if r.Seq != int64(i+1) {
+						fail("Sync during writes: seqs %v are not 1..n", seqs(page))
+						return
+					}
+				}
+				if _, err := s.ListRecords(t.Context(), store.ListParams{Owner: alice, Box: model.Inbox, Desc: true, Limit: 10}); err != nil {
+					fail("ListRecords: %v", err)
+					return
+				}
+				evs, err := s.ListEvents(t.Context(), store.EventFilter{Limit: 1000})
+				if err != nil {
+					fail("ListEvents: %v", err)
+					return
+				}
+				for i := 1; i < len(evs); i++ {
+					if evs[i].EventID <= evs[i-1].EventID {
+						fail("ListEvents during writes: ids not ascending")
+						return
+					}
+				}
+				if _, err := s.ListConversations(t.Context(), alice, 10); err != nil {
+					fail("ListConversations: %v", err)
+					return
+				}
+				if _, err := s.CountRecords(t.Context()); err != nil {
+					fail("CountRecords: %v", err)
+					return
+				}
+				if _, err := s.ExpiredLeases(t.Context(), base+1_000_000, 10); err != nil {
+					fail("ExpiredLeases: %v", err)
+					return
+				}
+			}
+		})
+	}
+	writers.Wait()
+	writersEnd.Store(true)
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	recs := syncAll(t, s, store.SyncParams{Owner: alice, Box: model.Inbox}, 100)
+	if len(recs) != messages {
+		t.Fatalf("%d records in alice's inbox, want %d", len(recs), messages)
+	}
+	seen := map[string]bool{}
+	for _, ids := range acked {
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("record %s claimed and acked twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	for i, r := range recs {
+		if r.Seq != int64(i+1) || r.State != model.Readed || r.Lease != nil || !seen[r.RecordID] {
+			t.Fatalf("record %d after the run = %s; want seq %d, READED, no lease, acked once", i, dump(r), i+1)
+		}
+	}
+	c := mustConv(t, s, alice, th)
+	if c.UnreadCount != 0 || c.LastSeq != messages {
+		t.Fatalf("alice's conversation after the run = %s; want unread 0, last seq %d", dump(c), messages)
+	}
+}
