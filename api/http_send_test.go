@@ -108,6 +108,14 @@ func TestHTTPDispatch(t *testing.T) {
 		e.record(t, model.RecordID(didCarol, model.Inbox, res.MsgID, ""))
 	})
 
+	t.Run("deliver_at_ms in the past is immediate", func(t *testing.T) {
+		res := ok[wire.DispatchResult](t, e.do(t, "POST", "/v1/dispatch", e.tunnel,
+			wire.DispatchRequest{Msg: chat("did:x", []string{didCarol}, "overdue"), DeliverAtMS: ptr(e.clock.NowMS() - 1000)}))
+		if res.ScheduledDeliveryTime != "" || !equalSet(res.DeliveredRecipients, []string{didCarol}) {
+			t.Fatalf("past deliver_at_ms: %+v", res)
+		}
+	})
+
 	t.Run("bad input", func(t *testing.T) {
 		e.runBad(t, sendBadCases("/v1/dispatch", e.tunnel, "did:tg:u1"))
 	})
@@ -169,6 +177,9 @@ func TestHTTPIdempotency(t *testing.T) {
 	t.Run("post_send idempotency key", func(t *testing.T) {
 		req := wire.PostSendRequest{Msg: chat(didAlice, []string{didCarol}, "keyed out"), IdempotencyKey: "p-1"}
 		ok[wire.PostSendResult](t, e.do(t, "POST", "/v1/post_send", e.alice, req))
+		// Keys are scoped to the caller: bob's "p-1" is his own.
+		ok[wire.PostSendResult](t, e.do(t, "POST", "/v1/post_send", e.bob,
+			wire.PostSendRequest{Msg: chat(didBob, []string{didCarol}, "bob's own"), IdempotencyKey: "p-1"}))
 		e.runBad(t, []badCase{{name: "key reused", method: "POST", path: "/v1/post_send", token: e.alice,
 			body:   wire.PostSendRequest{Msg: chat(didAlice, []string{didCarol}, "other"), IdempotencyKey: "p-1"},
 			status: http.StatusConflict, code: wire.CodeConflict, field: "idempotency_key"}})

@@ -50,20 +50,24 @@ func TestCrashKill9LosesNothingAcknowledged(t *testing.T) {
 	// Phase 1: send concurrently; kill -9 once killAfter are acknowledged.
 	c := srv.Client()
 	var (
-		mu       sync.Mutex
-		acked    = make(map[int]string) // message number -> msg_id of the 200 answer
-		ackCount atomic.Int64
-		stopping atomic.Bool
-		reached  = make(chan struct{})
-		once     sync.Once
-		jobs     = make(chan int)
-		wg       sync.WaitGroup
-		attempts atomic.Int64
+		mu         sync.Mutex
+		acked      = make(map[int]string) // message number -> msg_id of the 200 answer
+		ackCount   atomic.Int64
+		killIssued atomic.Bool // set just before the SIGKILL
+		down       atomic.Bool // a request failed after the kill: skip the rest
+		preKillErr = make(chan error, workers)
+		reached    = make(chan struct{})
+		once       sync.Once
+		jobs       = make(chan int)
+		wg         sync.WaitGroup
+		attempts   atomic.Int64
 	)
+	// The workers keep sending right through the kill, so that it lands
+	// with requests in flight; they stop once requests start failing.
 	for range workers {
 		wg.Go(func() {
 			for i := range jobs {
-				if stopping.Load() {
+				if down.Load() {
 					continue // drain: not sent, so not acknowledged
 				}
 				attempts.Add(1)
@@ -71,7 +75,17 @@ func TestCrashKill9LosesNothingAcknowledged(t *testing.T) {
 				res, err := c.PostSend(ctx, &wire.PostSendRequest{Msg: msgs[i]})
 				cancel()
 				if err != nil {
-					continue // in flight at the kill (or refused after it): not acknowledged
+					// In flight at the kill or refused after it: not
+					// acknowledged. Before the kill it is a server error.
+					if killIssued.Load() {
+						down.Store(true)
+					} else {
+						select {
+						case preKillErr <- fmt.Errorf("post_send of message %d failed before the kill: %w", i, err):
+						default:
+						}
+					}
+					continue
 				}
 				mu.Lock()
 				acked[i] = res.MsgID
@@ -100,13 +114,17 @@ func TestCrashKill9LosesNothingAcknowledged(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("only %d post_sends acknowledged after 30s; server output:\n%s", ackCount.Load(), srv.Log())
 	}
-	stopping.Store(true)
-	srv.Kill()
+	killIssued.Store(true)
 	killedAt := ackCount.Load()
+	srv.Kill()
 	wg.Wait()
 	<-feedDone
-	t.Logf("kill -9 after %d acknowledged (%s); %d acknowledged in all, %d requests started",
-		killedAt, time.Since(sendStart).Round(time.Millisecond), len(acked), attempts.Load())
+	close(preKillErr)
+	for err := range preKillErr {
+		t.Error(err)
+	}
+	t.Logf("kill -9 after %d acknowledged (%s); %d acknowledged in all, %d requests sent, so %d in flight at the kill or refused after it",
+		killedAt, time.Since(sendStart).Round(time.Millisecond), len(acked), attempts.Load(), attempts.Load()-int64(len(acked)))
 	if srv.ExitCode() != -1 {
 		t.Errorf("server exit code after SIGKILL = %d, want -1 (killed by signal)", srv.ExitCode())
 	}

@@ -192,13 +192,9 @@ func TestSIGTERMDrainsAndStops(t *testing.T) {
 // TestSIGTERMWithUnusedConnection: a client connection that was opened but
 // never carried a request (Go transports and browsers pre-dial such
 // connections) must not hold up a graceful stop. net/http's Shutdown treats
-// such a connection as busy for 5 s (golang/go#22682), so today serve takes
-// about 5-6 s to exit; the test is skipped until server.Run closes those
-// connections on shutdown.
+// such a connection as busy for 5 s (golang/go#22682); server.Run closes
+// those connections after a short grace.
 func TestSIGTERMWithUnusedConnection(t *testing.T) {
-	if os.Getenv("MSGCENTER_E2E_KNOWN_BUGS") == "" {
-		t.Skip("known bug: SIGTERM waits ~5 s for connections that never sent a request (net/http StateNew); set MSGCENTER_E2E_KNOWN_BUGS=1 to run")
-	}
 	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	conn, err := net.Dial("tcp", srv.Addr)

@@ -77,7 +77,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer unlock()
 
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, dbFile), sqlite.Options{Logger: log, Synchronous: syncMode})
+	dbPath := filepath.Join(cfg.DataDir, dbFile)
+	// SQLite gives its -wal and -shm files the database file's mode, so
+	// creating it 0600 keeps messages and token hashes private even in a
+	// data directory that others may list.
+	if f, err := os.OpenFile(dbPath, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		f.Close()
+	}
+	st, err := sqlite.Open(ctx, dbPath, sqlite.Options{Logger: log, Synchronous: syncMode})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -109,8 +116,9 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = svc.Run(bgCtx) }()
 
+	fresh := &freshConns{m: map[net.Conn]struct{}{}}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnState: fresh.track}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -119,9 +127,14 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 		log.Info("shutting down: draining in-flight requests")
 		h.Close()
+		// Shutdown treats a connection that has not sent a request yet as
+		// busy for seconds; no request has started on one, so closing it
+		// after a short grace loses nothing.
+		grace := time.AfterFunc(300*time.Millisecond, fresh.closeAll)
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		err = srv.Shutdown(sctx)
 		cancel()
+		grace.Stop()
 	}
 	stopBG()
 	wg.Wait()
@@ -135,34 +148,83 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // ensureAdminToken creates the admin token file on first start, and makes
-// sure the token in an existing file is known to the store.
+// sure the token in an existing file is known to the store. The file is
+// written to a temporary name and renamed into place, so a crash during the
+// first start never leaves an empty or partial token behind.
 func ensureAdminToken(ctx context.Context, svc *core.Service, path string) error {
 	b, err := os.ReadFile(path)
 	switch {
-	case err == nil:
+	case err == nil && strings.TrimSpace(string(b)) != "":
 		tok := strings.TrimSpace(string(b))
 		if err := svc.EnsureToken(ctx, tok, adminIdentity()); err != nil {
-			return fmt.Errorf("admin token file %s: %w", path, err)
+			return fmt.Errorf("admin token file %s: %w (delete it to get a new one)", path, err)
 		}
 		return nil
-	case !errors.Is(err, os.ErrNotExist):
+	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("read admin token: %w", err)
 	}
 	tok := core.NewToken()
 	if err := svc.EnsureToken(ctx, tok, adminIdentity()); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err := writeFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
-		return fmt.Errorf("write admin token: %w", err)
+		return err
 	}
-	if _, err := f.WriteString(tok + "\n"); err != nil {
-		f.Close()
-		return fmt.Errorf("write admin token: %w", err)
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write admin token: %w", err)
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
 	}
-	return f.Close()
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// freshConns tracks connections that have not sent a request yet.
+type freshConns struct {
+	mu sync.Mutex
+	m  map[net.Conn]struct{}
+}
+
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st == http.StateNew {
+		f.m[c] = struct{}{}
+	} else {
+		delete(f.m, c)
+	}
+}
+
+func (f *freshConns) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.m {
+		c.Close()
+		delete(f.m, c)
+	}
 }
