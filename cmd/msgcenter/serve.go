@@ -80,4 +80,3 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	}
 	return nil, usagef("--log-format must be text or json, got %q", format)
 }
-
