@@ -94,29 +94,17 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if err != nil {
 		return nil, err
 	}
-	now := s.nowMS()
-	due, delayed, err := s.dueTime(req.DelayMS, req.DeliverAtMS, now)
-	if err != nil {
-		return nil, err
+	var res *wire.DispatchResult
+	due, err := s.send(ctx, who, c, opDispatch, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.IngressCtx},
+		func(now int64) (p *store.Plan, err error) {
+			p, res, err = s.planDispatch(ctx, c, req.IngressCtx, now)
+			return p, err
+		})
+	if err != nil || res != nil {
+		return res, err
 	}
-	idem := s.idem(who, opDispatch, req.IdempotencyKey)
-	if delayed {
-		ctxJSON, _ := json.Marshal(req.IngressCtx)
-		if due, err = s.schedule(ctx, c, opDispatch, ctxJSON, due, now, idem); err != nil {
-			return nil, err
-		}
-		return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
-			DeliveredRecipients: []string{}, DroppedRecipients: []string{}, DeliveredAgents: []string{}}, nil
-	}
-	p, res, err := s.planDispatch(ctx, c, req.IngressCtx, now)
-	if err != nil {
-		return nil, err
-	}
-	p.Idem = idem
-	if err := s.apply(ctx, p); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
+		DeliveredRecipients: []string{}, DroppedRecipients: []string{}, DeliveredAgents: []string{}}, nil
 }
 
 // PostSend stores an outbound message: a copy in the author's OUTBOX, a
@@ -136,29 +124,50 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	if err := s.canSpeakFor(ctx, who, c); err != nil {
 		return nil, err
 	}
+	var res *wire.PostSendResult
+	due, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx},
+		func(now int64) (p *store.Plan, err error) {
+			p, res, err = s.planPostSend(ctx, c, req.SendCtx, now)
+			return p, err
+		})
+	if err != nil || res != nil {
+		return res, err
+	}
+	return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
+		Deliveries: []wire.Delivery{}, LocalRecipients: []string{}, DroppedRecipients: []string{}}, nil
+}
+
+// sendOpts are the parts of a dispatch or post_send request besides the
+// message.
+type sendOpts struct {
+	delayMS, deliverAtMS *int64
+	idemKey              string
+	opCtx                any // ingress_ctx or send_ctx, kept for a delayed plan
+}
+
+// send is what dispatch and post_send share: schedule the message when it
+// is delayed (returning its due time), or plan and write it now (returning
+// 0, with plan having filled in the caller's result).
+func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op string, o sendOpts, plan func(now int64) (*store.Plan, error)) (int64, error) {
 	now := s.nowMS()
-	due, delayed, err := s.dueTime(req.DelayMS, req.DeliverAtMS, now)
+	due, delayed, err := s.dueTime(o.delayMS, o.deliverAtMS, now)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	idem := s.idem(who, opPostSend, req.IdempotencyKey)
+	idem := s.idem(who, op, o.idemKey)
 	if delayed {
-		ctxJSON, _ := json.Marshal(req.SendCtx)
-		if due, err = s.schedule(ctx, c, opPostSend, ctxJSON, due, now, idem); err != nil {
-			return nil, err
+		ctxJSON, err := json.Marshal(o.opCtx)
+		if err != nil {
+			return 0, fmt.Errorf("encode %s context: %w", op, err)
 		}
-		return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
-			Deliveries: []wire.Delivery{}, LocalRecipients: []string{}, DroppedRecipients: []string{}}, nil
+		return s.schedule(ctx, c, op, ctxJSON, due, now, idem)
 	}
-	p, res, err := s.planPostSend(ctx, c, req.SendCtx, now)
+	p, err := plan(now)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	p.Idem = idem
-	if err := s.apply(ctx, p); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return 0, s.apply(ctx, p)
 }
 
 // canSpeakFor: a message whose source differs from its from speaks in the

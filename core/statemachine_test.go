@@ -136,7 +136,9 @@ func TestPropRecordStateMachine(t *testing.T) {
 				if r.state == model.Dead && to == model.Unread {
 					r.attempts, r.visibleAt = 0, 0
 				}
-				r.state, r.leaseTill = to, 0
+				// A manual move makes the record claimable at once: any
+				// retry backoff belongs to the attempt it replaces.
+				r.state, r.leaseTill, r.visibleAt = to, 0, 0
 				if to == model.Reading {
 					r.leaseTill = now() + s.cfg.DefaultLease.Milliseconds()
 				}
