@@ -63,7 +63,7 @@ type env struct {
 }
 
 // newEnv starts a server. Every top-level test gets its own.
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "msgcenter.db"), sqlite.Options{})
