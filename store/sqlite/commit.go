@@ -71,6 +71,13 @@ func (s *Store) writeLoop() {
 		}
 		s.runBatch(batch)
 		clear(batch) // drop references to finished closures
+		if s.sinceCk++; s.sinceCk >= ckEveryCommits {
+			s.sinceCk = 0
+			select {
+			case s.ckKick <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 

@@ -43,7 +43,7 @@ func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribe
 func (s *Store) GroupSubscribers(ctx context.Context, group string) ([]string, error) {
 	// The LEFT JOIN tells "no such group" (no row) from "empty group" (one
 	// row with a NULL subscriber) in one query.
-	rows, err := s.r.QueryContext(ctx, `SELECT gs.subscriber FROM groups g
+	rows, err := s.query(ctx, `SELECT gs.subscriber FROM groups g
 		LEFT JOIN group_subscribers gs ON gs.group_did = g.group_did
 		WHERE g.group_did = ? ORDER BY gs.subscriber`, group)
 	if err != nil {
@@ -76,7 +76,7 @@ func (s *Store) GroupSubscribers(ctx context.Context, group string) ([]string, e
 
 func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, error) {
 	var ok bool
-	if err := s.r.QueryRowContext(ctx, q, args...).Scan(&ok); err != nil {
+	if err := s.queryRow(ctx, q, args...).Scan(&ok); err != nil {
 		return false, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return ok, nil
@@ -123,7 +123,7 @@ func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: blocked by: %w", err)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT owner FROM blocks
+	rows, err := s.query(ctx, `SELECT owner FROM blocks
 		WHERE blocked = ? AND owner IN (SELECT value FROM json_each(?))`, sender, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: blocked by: %w", err)
@@ -163,7 +163,7 @@ func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.Contac
 
 // Routes returns did's routes in the order they were set.
 func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
+	rows, err := s.query(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
 		mode, priority FROM routes WHERE did = ? ORDER BY idx`, did)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: routes: %w", err)

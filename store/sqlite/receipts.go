@@ -62,7 +62,7 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 	}
 	q += " ORDER BY at_ms, msg_id, reader LIMIT ?"
 	args = append(args, limitOr(f.Limit, defaultLimit))
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list receipts: %w", err)
 	}
@@ -83,7 +83,7 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 
 // ListConversations lists an owner's conversations, most recent first.
 func (s *Store) ListConversations(ctx context.Context, owner string, limit int) ([]model.Conversation, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT owner, thread_key, last_msg_id, last_record_id, last_box,
+	rows, err := s.query(ctx, `SELECT owner, thread_key, last_msg_id, last_record_id, last_box,
 			last_seq, unread_count, updated_at_ms
 		FROM conversations WHERE owner = ?
 		ORDER BY updated_at_ms DESC, thread_key LIMIT ?`, owner, limitOr(limit, defaultLimit))
@@ -119,7 +119,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]model.Ev
 	}
 	q += " ORDER BY event_id LIMIT ?"
 	args = append(args, limitOr(f.Limit, defaultLimit))
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list events: %w", err)
 	}
@@ -158,7 +158,7 @@ func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, no
 func (s *Store) Token(ctx context.Context, hash string) (model.Identity, error) {
 	var id model.Identity
 	var role string
-	err := s.r.QueryRowContext(ctx, "SELECT did, role FROM tokens WHERE hash = ?", hash).Scan(&id.DID, &role)
+	err := s.queryRow(ctx, "SELECT did, role FROM tokens WHERE hash = ?", hash).Scan(&id.DID, &role)
 	if errors.Is(err, sql.ErrNoRows) {
 		return id, model.NotFound("token")
 	}

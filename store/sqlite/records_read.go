@@ -155,7 +155,7 @@ func (s *Store) ExpiredLeases(ctx context.Context, nowMS int64, limit int) ([]mo
 // minValue runs a SELECT MIN(...) query; ok is false when it is NULL.
 func (s *Store) minValue(ctx context.Context, what, q string, args ...any) (int64, bool, error) {
 	var v sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, q, args...).Scan(&v); err != nil {
+	if err := s.queryRow(ctx, q, args...).Scan(&v); err != nil {
 		return 0, false, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return v.Int64, v.Valid, nil
@@ -177,7 +177,7 @@ func (s *Store) NextVisible(ctx context.Context, owner string, box model.BoxKind
 
 // CountRecords counts records by box kind and state.
 func (s *Store) CountRecords(ctx context.Context) ([]store.BoxStateCount, error) {
-	rows, err := s.r.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		"SELECT box, state, COUNT(*) FROM records GROUP BY box, state ORDER BY box, state")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: count records: %w", err)
@@ -222,7 +222,7 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get messages: %w", err)
 	}
-	rows, err := s.r.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		"SELECT msg_id, body FROM messages WHERE msg_id IN (SELECT value FROM json_each(?))", string(list))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get messages: %w", err)
@@ -245,7 +245,7 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 // CanReadMessage reports whether did owns a record of the message.
 func (s *Store) CanReadMessage(ctx context.Context, did, msgID string) (bool, error) {
 	var ok bool
-	err := s.r.QueryRowContext(ctx,
+	err := s.queryRow(ctx,
 		`SELECT EXISTS (SELECT 1 FROM records WHERE msg_id = ?1 AND owner = ?2)
 			OR EXISTS (SELECT 1 FROM records r JOIN group_subscribers g
 				ON g.group_did = r.owner AND g.subscriber = ?2

@@ -58,6 +58,13 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	onGroup   func(size int) // test hook: called by the writer before each group
+
+	rstmts sync.Map // query text → *sql.Stmt on the read pool
+
+	ck      *sql.DB       // the checkpointer's own connection
+	ckKick  chan struct{} // the writer asks for a checkpoint
+	ckDone  chan struct{} // closed when checkpointLoop has returned
+	sinceCk int           // commits since the last kick (writer goroutine only)
 }
 
 // busyTimeoutMS bounds how long a connection waits for a lock held by
@@ -97,6 +104,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		"_pragma=temp_store(MEMORY)",
 		// Keep the WAL file from staying huge after a burst.
 		"_pragma=journal_size_limit(67108864)",
+		// Checkpoints run on their own connection (checkpoint.go), not
+		// inside whichever request's commit crosses the threshold.
+		"_pragma=wal_autocheckpoint(0)",
 		"_txlock=immediate",
 	))
 	if err != nil {
@@ -143,6 +153,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
+	ck, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		s.stopLoop()
+		s.st.close()
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	ck.SetMaxOpenConns(1)
+	s.ck, s.ckKick, s.ckDone = ck, make(chan struct{}, 1), make(chan struct{})
+	go s.checkpointLoop()
 	return s, nil
 }
 
@@ -165,11 +186,13 @@ func dsn(path string, params ...string) string {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopLoop()
+		<-s.ckDone
 		if _, err := s.w.Exec("PRAGMA optimize"); err != nil {
 			s.log.Warn("sqlite: optimize on close failed", "err", err)
 		}
 		s.st.close()
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		s.rstmts.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
+		s.closeErr = errors.Join(s.r.Close(), s.ck.Close(), s.w.Close())
 	})
 	return s.closeErr
 }
@@ -188,6 +211,43 @@ func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to lose
 	return fn(tx)
+}
+
+// readStmt returns the read pool's prepared statement for q, preparing it
+// on first use. The reads are a small, fixed set of texts (filters only
+// switch between a few variants), and parsing them on every call cost about
+// an eighth of a dispatch's CPU.
+func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if v, ok := s.rstmts.Load(q); ok {
+		return v.(*sql.Stmt), nil
+	}
+	st, err := s.r.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if v, loaded := s.rstmts.LoadOrStore(q, st); loaded {
+		st.Close()
+		return v.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// query runs a read through the statement cache.
+func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := s.readStmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// queryRow runs a one-row read through the statement cache.
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := s.readStmt(ctx, q)
+	if err != nil {
+		return s.r.QueryRowContext(ctx, q, args...) // reports the same error
+	}
+	return st.QueryRowContext(ctx, args...)
 }
 
 // limitOr returns n, or def when the caller left the limit unset.
