@@ -49,6 +49,17 @@ func (n *notifier) Changed(owner string, box model.BoxKind) {
 	}
 }
 
+// ChangedAll wakes every waiter, for when changes may have been missed.
+func (n *notifier) ChangedAll() {
+	n.mu.Lock()
+	m := n.m
+	n.m = make(map[boxKey]chan struct{})
+	n.mu.Unlock()
+	for _, ch := range m {
+		close(ch)
+	}
+}
+
 // Watch exposes box change notifications to other packages in-process
 // (streams).
 func (s *Service) Watch(owner string, box model.BoxKind) <-chan struct{} {

@@ -124,8 +124,39 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); s.runScheduler(ctx) }()
 	go func() { defer wg.Done(); s.runReaper(ctx) }()
+	if n, ok := s.st.(store.Notifier); ok {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.listen(ctx, n) }()
+	}
 	wg.Wait()
 	return nil
+}
+
+// listen relays other nodes' changes to this node's waiters, listening
+// again (after a pause) whenever the connection is lost.
+func (s *Service) listen(ctx context.Context, n store.Notifier) {
+	for ctx.Err() == nil {
+		err := n.Listen(ctx, func(c store.Change) {
+			if c.Scheduled {
+				kick(s.schedKick)
+				return
+			}
+			s.notify.Changed(c.Owner, c.Box)
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("lost the change notifications; listening again", "err", err)
+		// Whatever changed meanwhile must not stay unnoticed: wake every
+		// waiter to look again.
+		s.notify.ChangedAll()
+		kick(s.schedKick)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // Stats is a snapshot for gauges.

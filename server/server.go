@@ -19,6 +19,8 @@ import (
 
 	"github.com/msgcenter/msgcenter/api"
 	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/postgres"
 	"github.com/msgcenter/msgcenter/store/sqlite"
 )
 
@@ -34,6 +36,10 @@ const (
 type Config struct {
 	DataDir string
 	Listen  string
+	// Store is "sqlite" (default: a database file under DataDir) or
+	// "postgres" (PostgresURL; any number of nodes may share it).
+	Store       string
+	PostgresURL string
 	// Durability is "normal" (default: nothing acknowledged is lost when
 	// the process dies) or "full" (also survives an OS crash).
 	Durability string
@@ -77,16 +83,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer unlock()
 
-	dbPath := filepath.Join(cfg.DataDir, dbFile)
-	// SQLite gives its -wal and -shm files the database file's mode, so
-	// creating it 0600 keeps messages and token hashes private even in a
-	// data directory that others may list.
-	if f, err := os.OpenFile(dbPath, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
-		f.Close()
-	}
-	st, err := sqlite.Open(ctx, dbPath, sqlite.Options{Logger: log, Synchronous: syncMode})
+	st, err := openStore(ctx, cfg, syncMode)
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return err
 	}
 	defer st.Close()
 
@@ -145,6 +144,52 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("stopped")
 	}
 	return err
+}
+
+// openStore opens the configured store driver.
+func openStore(ctx context.Context, cfg Config, syncMode string) (store.Store, error) {
+	switch strings.ToLower(cfg.Store) {
+	case "", "sqlite":
+		dbPath := filepath.Join(cfg.DataDir, dbFile)
+		// SQLite gives its -wal and -shm files the database file's mode, so
+		// creating it 0600 keeps messages and token hashes private even in
+		// a data directory that others may list.
+		if f, err := os.OpenFile(dbPath, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+			f.Close()
+		}
+		st, err := sqlite.Open(ctx, dbPath, sqlite.Options{Logger: cfg.Logger, Synchronous: syncMode})
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		return st, nil
+	case "postgres", "postgresql":
+		if cfg.PostgresURL == "" {
+			return nil, fmt.Errorf("--store postgres needs --postgres-url (or MSGCENTER_POSTGRES_URL)")
+		}
+		st, err := postgres.Open(ctx, cfg.PostgresURL, postgres.Options{Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("open PostgreSQL store: %w", err)
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("--store must be sqlite or postgres, got %q", cfg.Store)
+}
+
+// Migrate applies the store's pending migrations and returns how many it
+// applied (`msgcenter migrate`).
+func Migrate(ctx context.Context, cfg Config) (int, error) {
+	switch strings.ToLower(cfg.Store) {
+	case "postgres", "postgresql":
+		if cfg.PostgresURL == "" {
+			return 0, fmt.Errorf("--store postgres needs --postgres-url (or MSGCENTER_POSTGRES_URL)")
+		}
+		return postgres.Migrate(ctx, cfg.PostgresURL, postgres.Options{Logger: cfg.Logger})
+	}
+	st, err := openStore(ctx, cfg, "NORMAL")
+	if err != nil {
+		return 0, err
+	}
+	return 0, st.Close()
 }
 
 // ensureAdminToken creates the admin token file on first start, and makes

@@ -100,6 +100,24 @@ type Store interface {
 	Close() error
 }
 
+// Notifier is implemented by drivers whose database several nodes share.
+// Listen delivers to this node every change committed by any node — a box
+// that got a record or a state change, or a new delayed message — so a long
+// poll or a stream wakes up wherever the write happened, without polling.
+// It returns when ctx ends (or with an error when the connection it listens
+// on is lost; the caller listens again).
+type Notifier interface {
+	Listen(ctx context.Context, fn func(Change)) error
+}
+
+// Change is one notification of a Notifier.
+type Change struct {
+	Owner string
+	Box   model.BoxKind
+	// Scheduled is set for a new delayed message (Owner and Box empty).
+	Scheduled bool
+}
+
 // Plan is what one dispatch or post_send (or a scheduled entry coming due)
 // writes.
 type Plan struct {

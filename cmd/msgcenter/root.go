@@ -77,6 +77,7 @@ INBOX, OUTBOX, GROUP_INBOX, TUNNEL_OUTBOX, REQUEST_BOX (any letter case).`,
 
 	root.AddCommand(
 		newServeCmd(g),
+		newMigrateCmd(g),
 		newTokenCmd(g),
 		newSendCmd(g),
 		newDispatchCmd(g),

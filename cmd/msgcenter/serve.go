@@ -15,6 +15,7 @@ import (
 func newServeCmd(g *globals) *cobra.Command {
 	var (
 		listen, durability, logLevel, logFormat string
+		storeKind, postgresURL                  string
 		maxAttempts, maxMessageBytes            int
 		defaultLease                            time.Duration
 	)
@@ -32,6 +33,7 @@ by default. SIGINT/SIGTERM drain in-flight requests and stop cleanly.`,
 					listen = v
 				}
 			}
+			storeKind, postgresURL = storeFlags(cmd, g, storeKind, postgresURL)
 			log, err := newLogger(logLevel, logFormat)
 			if err != nil {
 				return err
@@ -46,10 +48,12 @@ by default. SIGINT/SIGTERM drain in-flight requests and stop cleanly.`,
 				return usagef("--default-lease must be at least 1s")
 			}
 			return server.Run(cmd.Context(), server.Config{
-				DataDir:    g.DataDir,
-				Listen:     listen,
-				Durability: durability,
-				Logger:     log,
+				DataDir:     g.DataDir,
+				Listen:      listen,
+				Store:       storeKind,
+				PostgresURL: postgresURL,
+				Durability:  durability,
+				Logger:      log,
 				Core: core.Config{MaxAttempts: maxAttempts, MaxMessageBytes: maxMessageBytes,
 					DefaultLease: defaultLease},
 			})
@@ -57,6 +61,7 @@ by default. SIGINT/SIGTERM drain in-flight requests and stop cleanly.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", server.DefaultListen, "address to listen on, HOST:PORT (env MSGCENTER_LISTEN)")
+	addStoreFlags(cmd, &storeKind, &postgresURL)
 	f.StringVar(&durability, "durability", "normal", "normal: survives a process crash; full: also an OS crash (fsync per commit)")
 	f.IntVar(&maxAttempts, "max-attempts", 3, "failed attempts after which a record is DEAD")
 	f.IntVar(&maxMessageBytes, "max-message-bytes", 1<<20, "largest accepted message (canonical JSON bytes)")
@@ -64,6 +69,27 @@ by default. SIGINT/SIGTERM drain in-flight requests and stop cleanly.`,
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
+}
+
+// addStoreFlags adds the flags that pick the store driver (serve, migrate).
+func addStoreFlags(cmd *cobra.Command, kind, url *string) {
+	cmd.Flags().StringVar(kind, "store", "sqlite", "sqlite (embedded, under --data) or postgres (env MSGCENTER_STORE)")
+	cmd.Flags().StringVar(url, "postgres-url", "", "PostgreSQL connection URL for --store postgres (env MSGCENTER_POSTGRES_URL)")
+}
+
+// storeFlags fills the store flags from the environment when not given.
+func storeFlags(cmd *cobra.Command, g *globals, kind, url string) (string, string) {
+	if !cmd.Flags().Changed("store") {
+		if v := g.env("MSGCENTER_STORE"); v != "" {
+			kind = v
+		}
+	}
+	if !cmd.Flags().Changed("postgres-url") {
+		if v := g.env("MSGCENTER_POSTGRES_URL"); v != "" {
+			url = v
+		}
+	}
+	return kind, url
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {

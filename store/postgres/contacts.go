@@ -1,0 +1,181 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// SetGroupSubscribers replaces a group's subscriber set. The group row is
+// written even for an empty set: a group with no subscribers is still a
+// group, not a plain DID. The upsert of that row comes first and locks it,
+// so concurrent replacements of one group take turns instead of merging.
+func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, nowMS int64) error {
+	if subscribers == nil {
+		subscribers = []string{}
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO groups (group_did, updated_at_ms) VALUES ($1, $2)
+			ON CONFLICT (group_did) DO UPDATE SET updated_at_ms = excluded.updated_at_ms`, group, nowMS)
+		b.Queue("DELETE FROM group_subscribers WHERE group_did = $1", group)
+		b.Queue(`INSERT INTO group_subscribers (group_did, subscriber)
+			SELECT $1, sub FROM unnest($2::text[]) AS u(sub) ON CONFLICT DO NOTHING`, group, subscribers)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fail("set group subscribers", err)
+		}
+		return nil
+	})
+}
+
+// GroupSubscribers returns a group's subscribers, sorted.
+func (s *Store) GroupSubscribers(ctx context.Context, group string) ([]string, error) {
+	// The LEFT JOIN tells "no such group" (no row) from "empty group" (one
+	// row with a NULL subscriber) in one query.
+	rows, err := s.pool.Query(ctx, `SELECT gs.subscriber FROM groups g
+		LEFT JOIN group_subscribers gs ON gs.group_did = g.group_did
+		WHERE g.group_did = $1 ORDER BY gs.subscriber`, group)
+	if err != nil {
+		return nil, fail("group subscribers", err)
+	}
+	defer rows.Close()
+	out := []string{}
+	found := false
+	for rows.Next() {
+		found = true
+		var sub *string
+		if err := rows.Scan(&sub); err != nil {
+			return nil, fail("group subscribers", err)
+		}
+		if sub != nil {
+			out = append(out, *sub)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("group subscribers", err)
+	}
+	if !found {
+		return nil, model.NotFound("group")
+	}
+	return out, nil
+}
+
+func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, error) {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, q, args...).Scan(&ok); err != nil {
+		return false, fail(what, err)
+	}
+	return ok, nil
+}
+
+// IsGroup reports whether did is a group.
+func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
+	return s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = $1)", did)
+}
+
+// IsSubscriber reports whether did subscribes to group.
+func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, error) {
+	return s.exists(ctx, "is subscriber",
+		"SELECT EXISTS (SELECT 1 FROM group_subscribers WHERE group_did = $1 AND subscriber = $2)", group, did)
+}
+
+// SetBlock makes owner block (on) or unblock blocked. Blocking twice keeps
+// the first time.
+func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error {
+	var err error
+	if on {
+		_, err = s.pool.Exec(ctx, `INSERT INTO blocks (owner, blocked, at_ms) VALUES ($1, $2, $3)
+			ON CONFLICT (owner, blocked) DO NOTHING`, owner, blocked, nowMS)
+	} else {
+		_, err = s.pool.Exec(ctx, "DELETE FROM blocks WHERE owner = $1 AND blocked = $2", owner, blocked)
+	}
+	if err != nil {
+		return fail("set block", err)
+	}
+	return nil
+}
+
+// BlockedBy returns which of owners block sender. The owners travel as one
+// array parameter, so a fan-out of any size is one query with a fixed text.
+func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(owners) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT owner FROM blocks WHERE blocked = $1 AND owner = ANY($2::text[])`,
+		sender, owners)
+	if err != nil {
+		return nil, fail("blocked by", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return nil, fail("blocked by", err)
+		}
+		out[o] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("blocked by", err)
+	}
+	return out, nil
+}
+
+// routesLockClass keys the advisory lock SetRoutes takes per DID: routes
+// have no parent row to lock, and without it two concurrent replacements
+// of one DID's list would both delete nothing and then collide on
+// (did, idx) instead of one replacing the other.
+const routesLockClass = 0x726f7574 // "rout"
+
+// SetRoutes replaces did's routes; their order is kept.
+func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error {
+	n := len(routes)
+	var (
+		tunnels, addrs, platforms = make([]string, n), make([]string, n), make([]string, n)
+		chats, accounts, modes    = make([]string, n), make([]string, n), make([]string, n)
+		prios                     = make([]int32, n)
+	)
+	for i, r := range routes {
+		tunnels[i], addrs[i], platforms[i] = r.TunnelDID, r.Address, r.Platform
+		chats[i], accounts[i], modes[i], prios[i] = r.ChatID, r.AccountID, r.Mode, int32(r.Priority)
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue("SELECT pg_advisory_xact_lock($1, hashtext($2))", int32(routesLockClass), did)
+		b.Queue("DELETE FROM routes WHERE did = $1", did)
+		b.Queue(`INSERT INTO routes (did, idx, tunnel_did, address, platform, chat_id, account_id, mode, priority)
+			SELECT $1, u.ord - 1, u.tunnel, u.addr, u.platform, u.chat, u.account, u.mode, u.prio
+			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[])
+				WITH ORDINALITY AS u(tunnel, addr, platform, chat, account, mode, prio, ord)`,
+			did, tunnels, addrs, platforms, chats, accounts, modes, prios)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fail("set routes", err)
+		}
+		return nil
+	})
+}
+
+// Routes returns did's routes in the order they were set.
+func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
+		mode, priority FROM routes WHERE did = $1 ORDER BY idx`, did)
+	if err != nil {
+		return nil, fail("routes", err)
+	}
+	defer rows.Close()
+	out := []model.ContactRoute{}
+	for rows.Next() {
+		var r model.ContactRoute
+		if err := rows.Scan(&r.TunnelDID, &r.Address, &r.Platform, &r.ChatID, &r.AccountID,
+			&r.Mode, &r.Priority); err != nil {
+			return nil, fail("routes", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("routes", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,190 @@
+// Package postgres is the store.Store driver for PostgreSQL (pgx/v5 with a
+// connection pool), for deployments where several msgcenter nodes share one
+// database. It has the same semantics as store/sqlite and passes the same
+// conformance suite (store/storetest).
+//
+// Concurrency model: unlike SQLite there is no single writer, so every rule
+// that SQLite gets from serialized writes is enforced by row locks here:
+//
+//   - Claims pick and take a record in one UPDATE whose subquery uses
+//     FOR UPDATE SKIP LOCKED: two claimers never get the same record and
+//     never wait for each other.
+//   - Seqs come from a per-box counter row (box_seqs) that Apply locks for
+//     the rest of its transaction, so per box, seq order is commit order
+//     (see lockBoxes in records_write.go).
+//   - Updates are compare-and-sets (WHERE state = From [AND lease_id = ...]).
+//   - Idempotency keys, message bodies and scheduled entries are unique keys
+//     written with ON CONFLICT, so concurrent duplicates wait for the first
+//     writer and then see its row.
+//
+// Transactions run at READ COMMITTED, PostgreSQL's default; every statement
+// that depends on what another transaction committed takes the lock it needs
+// explicitly. A deadlock between two writers (possible when an Apply and an
+// Update touch the same conversation row in opposite orders) is retried.
+//
+// Durability is PostgreSQL's: a write is acknowledged after COMMIT returns.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/msgcenter/msgcenter/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune Open and Migrate.
+type Options struct {
+	// Logger receives migration messages; nil discards them.
+	Logger *slog.Logger
+	// Schema, when set, is the schema msgcenter's tables live in: it is
+	// created if missing and put first on every connection's search_path.
+	// Tests use it to give each store an isolated, disposable namespace.
+	// Empty means the connection's default (usually "public").
+	Schema string
+}
+
+// Store is a store.Store on a PostgreSQL database. It is safe for
+// concurrent use, and any number of Stores (in any number of processes)
+// may share one database.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	// channel is the LISTEN/NOTIFY channel of this schema: notifications
+	// are per database, and nodes of different schemas must not wake
+	// each other.
+	channel string
+}
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// DSN; pgxpool's pool_* parameters are honoured), applies pending
+// migrations and returns the store.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	pool, err := newPool(ctx, url, opts.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := migrate(ctx, pool, opts.Schema, log); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	var schema string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: current schema: %w", err)
+	}
+	return &Store{pool: pool, log: log, channel: channelFor(schema)}, nil
+}
+
+// newPool builds the connection pool, with search_path set when a schema
+// is given.
+func newPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's message quotes the URL and redacts the password only on a
+		// best-effort basis: never echo it, it may end up in logs.
+		return nil, errors.New("postgres: invalid database URL: expected postgres://user[:password]@host[:port]/dbname[?param=value...] or a key=value DSN")
+	}
+	if schema != "" {
+		// A startup parameter rather than a SET after connect: it applies to
+		// every connection the pool ever opens, including after a reconnect,
+		// and costs no round trip. The schema need not exist yet.
+		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "msgcenter"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	// NewWithConfig connects lazily; fail at Open, not at the first request,
+	// when the server is unreachable or refuses us.
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
+	}
+	return pool, nil
+}
+
+// Close releases every connection of the pool, waiting for the ones in use.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// maxAttempts bounds how often a transaction that lost a deadlock or a
+// serialization check is run again.
+const maxAttempts = 5
+
+// retryable reports whether err is a transient conflict between concurrent
+// transactions after which the whole transaction may simply run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40P01", // deadlock_detected
+		"40001": // serialization_failure
+		return true
+	}
+	return false
+}
+
+// retry runs fn until it succeeds, fails with a non-transient error, or has
+// lost maxAttempts deadlocks. fn must be a whole transaction (or a single
+// autocommit statement): PostgreSQL rolled back all of it.
+func retry(ctx context.Context, log *slog.Logger, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || attempt == maxAttempts || !retryable(err) {
+			return err
+		}
+		// Rare, and worth seeing: frequent ones mean a lock order to fix.
+		log.Warn("postgres: transaction lost a deadlock or serialization check; retrying", "attempt", attempt, "err", err)
+		// A short, growing pause lets the winner of the deadlock commit.
+		select {
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// inTx runs fn in one transaction, committed if fn returns nil and rolled
+// back otherwise, retried as a whole on deadlock. fn may run more than once,
+// so it must reset whatever it reports.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return retry(ctx, s.log, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+}
+
+// limitOr returns n, or def when the caller left the limit unset.
+func limitOr(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+// defaultLimit bounds list calls that pass no limit (as in store/sqlite).
+const defaultLimit = 1000
+
+// fail wraps a database error with what was being done. pgx.ErrNoRows never
+// reaches callers: every method turns it into model.NotFound (or an empty
+// result) before calling fail.
+func fail(what string, err error) error {
+	return fmt.Errorf("postgres: %s: %w", what, err)
+}

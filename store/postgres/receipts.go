@@ -1,0 +1,175 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+const receiptCols = "msg_id, iss, reader, group_id, at_ms, status, reason"
+
+func scanReceipt(row pgx.Row) (model.Receipt, error) {
+	var r model.Receipt
+	var status string
+	err := row.Scan(&r.MsgID, &r.Iss, &r.Reader, &r.GroupID, &r.AtMS, &status, &r.Reason)
+	r.Status = model.ReceiptStatus(status)
+	return r, err
+}
+
+// PutReceipt stores r unless a later receipt for (msg, reader) exists, and
+// returns whichever is stored. Ties go to the newcomer, so re-sending the
+// same receipt is harmless and a correction at the same millisecond lands.
+func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error) {
+	var out model.Receipt
+	err := retry(ctx, s.log, func() error {
+		var err error
+		out, err = scanReceipt(s.pool.QueryRow(ctx, `INSERT INTO receipts (`+receiptCols+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (msg_id, reader) DO UPDATE SET
+				iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
+				status = excluded.status, reason = excluded.reason
+			WHERE excluded.at_ms >= receipts.at_ms
+			RETURNING `+receiptCols,
+			r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason))
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		// A later receipt is stored. Read it with a new statement: the
+		// insert's snapshot may predate it, if it was committed while we
+		// waited for its row lock.
+		out, err = scanReceipt(s.pool.QueryRow(ctx,
+			"SELECT "+receiptCols+" FROM receipts WHERE msg_id = $1 AND reader = $2", r.MsgID, r.Reader))
+		return err
+	})
+	if err != nil {
+		return model.Receipt{}, fail("put receipt", err)
+	}
+	return out, nil
+}
+
+// ListReceipts lists receipts matching every set field of f.
+func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]model.Receipt, error) {
+	var q query
+	var conds []string
+	for _, c := range []struct{ col, v string }{{"msg_id", f.MsgID}, {"group_id", f.GroupID}, {"reader", f.Reader}} {
+		if c.v != "" {
+			conds = append(conds, c.col+" = "+q.arg(c.v))
+		}
+	}
+	q.b.WriteString("SELECT " + receiptCols + " FROM receipts")
+	if len(conds) > 0 {
+		q.b.WriteString(" WHERE " + strings.Join(conds, " AND "))
+	}
+	q.b.WriteString(" ORDER BY at_ms, msg_id, reader LIMIT " + q.arg(limitOr(f.Limit, defaultLimit)))
+	rows, err := s.pool.Query(ctx, q.b.String(), q.args...)
+	if err != nil {
+		return nil, fail("list receipts", err)
+	}
+	defer rows.Close()
+	out := []model.Receipt{}
+	for rows.Next() {
+		r, err := scanReceipt(rows)
+		if err != nil {
+			return nil, fail("list receipts", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("list receipts", err)
+	}
+	return out, nil
+}
+
+// ListConversations lists an owner's conversations, most recent first.
+func (s *Store) ListConversations(ctx context.Context, owner string, limit int) ([]model.Conversation, error) {
+	rows, err := s.pool.Query(ctx, `SELECT owner, thread_key, last_msg_id, last_record_id, last_box,
+			last_seq, unread_count, updated_at_ms
+		FROM conversations WHERE owner = $1
+		ORDER BY updated_at_ms DESC, thread_key LIMIT $2`, owner, limitOr(limit, defaultLimit))
+	if err != nil {
+		return nil, fail("list conversations", err)
+	}
+	defer rows.Close()
+	out := []model.Conversation{}
+	for rows.Next() {
+		var c model.Conversation
+		var box string
+		if err := rows.Scan(&c.Owner, &c.ThreadKey, &c.LastMsgID, &c.LastRecordID, &box,
+			&c.LastSeq, &c.UnreadCount, &c.UpdatedAtMS); err != nil {
+			return nil, fail("list conversations", err)
+		}
+		c.LastBox = model.BoxKind(box)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("list conversations", err)
+	}
+	return out, nil
+}
+
+// ListEvents pages the event log after f.After, optionally for one owner.
+//
+// Event ids come from a sequence, so they are unique and increasing in
+// insertion order, but concurrent transactions may commit out of id order:
+// unlike store/sqlite, a page can momentarily lack an id lower than its
+// last one that commits a moment later.
+func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]model.Event, error) {
+	var q query
+	q.b.WriteString(`SELECT event_id, type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail
+		FROM events WHERE event_id > ` + q.arg(f.After))
+	if f.Owner != "" {
+		q.b.WriteString(" AND owner = " + q.arg(f.Owner))
+	}
+	q.b.WriteString(" ORDER BY event_id LIMIT " + q.arg(limitOr(f.Limit, defaultLimit)))
+	rows, err := s.pool.Query(ctx, q.b.String(), q.args...)
+	if err != nil {
+		return nil, fail("list events", err)
+	}
+	defer rows.Close()
+	out := []model.Event{}
+	for rows.Next() {
+		var e model.Event
+		var box, from, to string
+		if err := rows.Scan(&e.EventID, &e.Type, &e.Owner, &box, &e.RecordID, &e.MsgID,
+			&from, &to, &e.AtMS, &e.Detail); err != nil {
+			return nil, fail("list events", err)
+		}
+		e.BoxKind, e.FromState, e.ToState = model.BoxKind(box), model.State(from), model.State(to)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("list events", err)
+	}
+	return out, nil
+}
+
+// PutToken binds a token hash to an identity, replacing any earlier binding.
+func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO tokens (hash, did, role, created_at_ms) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (hash) DO UPDATE SET did = excluded.did, role = excluded.role,
+			created_at_ms = excluded.created_at_ms`, hash, id.DID, string(id.Role), nowMS)
+	if err != nil {
+		return fail("put token", err)
+	}
+	return nil
+}
+
+// Token returns the identity a token hash is bound to.
+func (s *Store) Token(ctx context.Context, hash string) (model.Identity, error) {
+	var id model.Identity
+	var role string
+	err := s.pool.QueryRow(ctx, "SELECT did, role FROM tokens WHERE hash = $1", hash).Scan(&id.DID, &role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return id, model.NotFound("token")
+	}
+	if err != nil {
+		return id, fail("token", err)
+	}
+	id.Role = model.Role(role)
+	return id, nil
+}

@@ -1,0 +1,389 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// convBoxes lists the box kinds whose records feed conversations, passed to
+// SQL as an array so the rule stays model.BoxKind.HasConversations.
+var convBoxes = func() []string {
+	var out []string
+	for _, b := range model.BoxKinds {
+		if b.HasConversations() {
+			out = append(out, string(b))
+		}
+	}
+	return out
+}()
+
+const (
+	sqlInsertIdem = `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (scope, key) DO NOTHING`
+	sqlGetIdem = `SELECT msg_id FROM idempotency WHERE scope = $1 AND key = $2`
+	// Ids are content hashes, so an existing body is the same body.
+	sqlInsertMsg = `INSERT INTO messages (msg_id, body, created_at_ms) VALUES ($1, $2, $3)
+		ON CONFLICT (msg_id) DO NOTHING`
+	sqlConsumeSched = `WITH d AS (DELETE FROM scheduled WHERE sched_id = $1 RETURNING sched_id),
+			r AS (DELETE FROM scheduled_recipients WHERE sched_id IN (SELECT sched_id FROM d))
+		SELECT count(*) FROM d`
+
+	// sqlLockBox takes the box's counter row lock (creating the row on the
+	// box's first record) without changing it. See lockBoxes.
+	sqlLockBox = `INSERT INTO box_seqs (owner, box, last_seq) VALUES ($1, $2, 0)
+		ON CONFLICT (owner, box) DO UPDATE SET last_seq = box_seqs.last_seq`
+
+	// sqlInsertRecord inserts one record with the next seq of its box, bumps
+	// the counter, appends record.created and updates the conversation, all
+	// only if the record is new: a record that exists costs one statement
+	// and consumes no seq. It runs after sqlLockBox in the same transaction,
+	// so its snapshot already sees every committed record of the box and
+	// ON CONFLICT (record_id) detects existing ones reliably.
+	sqlInsertRecord = `WITH ins AS (
+			INSERT INTO records (record_id, owner, box, msg_id, state, seq,
+				created_at_ms, updated_at_ms, sort_key, thread_key, tags, route,
+				attempts, next_retry_at_ms, external_msg_id, delivered_at_ms, error_code,
+				error_message, retry_after_ms, last_error, visible_at_ms,
+				lease_id, lease_holder, lease_until_ms)
+			SELECT $1::text, b.owner, b.box, $4::text, $5::text, b.last_seq + 1,
+				$6::bigint, $7::bigint, $8::bigint, $9::text, $10::text, $11::text,
+				$12::int, $13::bigint, $14::text, $15::bigint, $16::text,
+				$17::text, $18::bigint, $19::text, $13::bigint,
+				$20::text, $21::text, $22::bigint
+			FROM box_seqs b WHERE b.owner = $2::text AND b.box = $3::text
+			ON CONFLICT (record_id) DO NOTHING
+			RETURNING record_id, owner, box, msg_id, state, seq, thread_key
+		), bump AS (
+			UPDATE box_seqs b SET last_seq = ins.seq FROM ins
+			WHERE b.owner = ins.owner AND b.box = ins.box
+		), ev AS (
+			INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
+			SELECT 'record.created', owner, box, record_id, msg_id, '', state, $23::bigint, '' FROM ins
+		), conv AS (
+			INSERT INTO conversations (owner, thread_key, last_msg_id, last_record_id,
+				last_box, last_seq, unread_count, updated_at_ms)
+			SELECT owner, thread_key, msg_id, record_id, box, seq, $24::bigint, $23::bigint
+			FROM ins WHERE $25::boolean
+			ON CONFLICT (owner, thread_key) DO UPDATE SET
+				last_msg_id = excluded.last_msg_id,
+				last_record_id = excluded.last_record_id,
+				last_box = excluded.last_box,
+				last_seq = excluded.last_seq,
+				unread_count = conversations.unread_count + excluded.unread_count,
+				updated_at_ms = excluded.updated_at_ms
+		)
+		SELECT seq FROM ins`
+)
+
+// Apply writes one delivery plan in one transaction, sent as one batch:
+// idempotency key, body, schedule consumption, box locks and one statement
+// per record travel in a single round trip (plus BEGIN and COMMIT).
+func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, error) {
+	var res *store.ApplyResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = &store.ApplyResult{}
+		recs := slices.Clone(p.Records)
+		b := &pgx.Batch{}
+		if p.Idem != nil {
+			b.Queue(sqlInsertIdem, p.Idem.Scope, p.Idem.Key, p.MsgID, p.NowMS)
+		}
+		if len(p.MsgBody) > 0 {
+			b.Queue(sqlInsertMsg, p.MsgID, p.MsgBody, p.NowMS)
+		}
+		if p.ConsumeSchedule != 0 {
+			b.Queue(sqlConsumeSched, p.ConsumeSchedule)
+		}
+		lockBoxes(b, recs)
+		for i := range recs {
+			if err := queueInsertRecord(b, &recs[i], p.NowMS); err != nil {
+				return err
+			}
+		}
+		b.Queue(sqlNotify, s.channel, changedBoxes(recs))
+
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		idemNew := true
+		if p.Idem != nil {
+			tag, err := br.Exec()
+			if err != nil {
+				return fail("idempotency key", err)
+			}
+			idemNew = tag.RowsAffected() == 1
+		}
+		if len(p.MsgBody) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return fail("store message", err)
+			}
+		}
+		if p.ConsumeSchedule != 0 {
+			var n int64
+			if err := br.QueryRow().Scan(&n); err != nil {
+				return fail("consume schedule", err)
+			}
+			if n == 0 {
+				return model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
+			}
+		}
+		for range distinctBoxes(recs) {
+			if _, err := br.Exec(); err != nil {
+				return fail("lock box", err)
+			}
+		}
+		for i := range recs {
+			err := br.QueryRow().Scan(&recs[i].Seq)
+			if errors.Is(err, pgx.ErrNoRows) {
+				res.Existing = append(res.Existing, recs[i].RecordID)
+				continue
+			}
+			if err != nil {
+				return fail("insert record "+recs[i].RecordID, err)
+			}
+			res.Created = append(res.Created, recs[i])
+		}
+		if _, err := br.Exec(); err != nil {
+			return fail("notify", err)
+		}
+		if err := br.Close(); err != nil {
+			return fail("apply", err)
+		}
+		if !idemNew {
+			// Checked last, after the batch: the rollback undoes everything
+			// the batch wrote, so "nothing written" holds all the same.
+			return checkIdem(ctx, tx, p.Idem, p.MsgID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// checkIdem fails with a conflict if the key, which already existed, is
+// bound to another message. A separate statement so that it sees a key a
+// concurrent transaction committed while ours waited for it.
+func checkIdem(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, msgID string) error {
+	var bound string
+	if err := tx.QueryRow(ctx, sqlGetIdem, idem.Scope, idem.Key).Scan(&bound); err != nil {
+		return fail("idempotency key", err)
+	}
+	if bound != msgID {
+		return model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
+	}
+	return nil
+}
+
+type boxKey struct{ owner, box string }
+
+// distinctBoxes returns the boxes recs go to, sorted.
+func distinctBoxes(recs []model.Record) []boxKey {
+	out := make([]boxKey, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, boxKey{r.Owner, string(r.BoxKind)})
+	}
+	slices.SortFunc(out, func(a, b boxKey) int {
+		return cmp.Or(cmp.Compare(a.owner, b.owner), cmp.Compare(a.box, b.box))
+	})
+	return slices.Compact(out)
+}
+
+// lockBoxes queues the lock of every box the plan writes to, before any
+// record is inserted.
+//
+// Why: a seq must never become visible below one a reader has already
+// passed. If transaction A took seq 5 and B took seq 6, B must not commit
+// first, or a reader syncing after B's commit moves its cursor to 6 and
+// never sees 5. Taking the seq from a counter row whose lock is held until
+// commit makes B wait for A: per box, seq order is commit order.
+//
+// The locks are taken in sorted (owner, box) order, whatever the plan's
+// record order, so two plans writing to the same boxes cannot deadlock on
+// them. Holding the box lock also means no other transaction can be halfway
+// through inserting one of our records, so the insert that follows sees
+// every existing record and never consumes a seq for one.
+func lockBoxes(b *pgx.Batch, recs []model.Record) {
+	for _, k := range distinctBoxes(recs) {
+		b.Queue(sqlLockBox, k.owner, k.box)
+	}
+}
+
+// queueInsertRecord queues rec's insert, defaulting its timestamps as the
+// SQLite driver does.
+func queueInsertRecord(b *pgx.Batch, rec *model.Record, nowMS int64) error {
+	if rec.CreatedAtMS == 0 {
+		rec.CreatedAtMS = nowMS
+	}
+	if rec.UpdatedAtMS == 0 {
+		rec.UpdatedAtMS = rec.CreatedAtMS
+	}
+	tags, err := jsonText(len(rec.Tags) > 0, rec.Tags)
+	if err != nil {
+		return err
+	}
+	route, err := jsonText(rec.Route != nil, rec.Route)
+	if err != nil {
+		return err
+	}
+	var leaseID, holder, until any
+	if rec.Lease != nil {
+		leaseID, holder, until = rec.Lease.ID, rec.Lease.Holder, rec.Lease.ExpiresAtMS
+	}
+	var unread int64
+	if rec.State.IsUnread() {
+		unread = 1
+	}
+	d := &rec.Delivery
+	b.Queue(sqlInsertRecord, rec.RecordID, rec.Owner, string(rec.BoxKind), rec.MsgID,
+		string(rec.State), rec.CreatedAtMS, rec.UpdatedAtMS, rec.SortKey, rec.ThreadKey, tags, route,
+		d.Attempts, d.NextRetryAtMS, d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode,
+		d.ErrorMessage, d.RetryAfterMS, d.LastError, leaseID, holder, until,
+		nowMS, unread, rec.BoxKind.HasConversations() && rec.ThreadKey != "")
+	return nil
+}
+
+// sqlChangeTail follows a CTE c that changed one record (RETURNING *): the
+// event and the conversation's unread delta ride in the same statement
+// (data-modifying CTEs), so Claim and Update are one round trip each and
+// atomic without an explicit transaction. Its fmt arguments are the SQL
+// expressions (usually placeholders) for: 1 event type, 2 event detail,
+// 3 event time, 4 unread delta, 5 conversation box kinds (text[]),
+// 6 from state, 7 to state.
+const sqlChangeTail = `, ev AS (
+		INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
+		SELECT %[1]s::text, owner, box, record_id, msg_id, %[6]s::text, %[7]s::text, %[3]s::bigint, %[2]s::text FROM c
+	), cv AS (
+		UPDATE conversations v SET unread_count = GREATEST(v.unread_count + %[4]s::bigint, 0)
+		FROM c
+		WHERE %[4]s::bigint <> 0 AND c.thread_key <> '' AND c.box = ANY(%[5]s::text[])
+			AND v.owner = c.owner AND v.thread_key = c.thread_key
+	)
+	SELECT ` + recordCols + ` FROM c`
+
+// sqlClaim picks and takes the record in one statement. SKIP LOCKED makes
+// concurrent claimers pass over a row another claimer is taking instead of
+// queueing behind it (and then finding it gone); the subquery re-checks its
+// WHERE on the row it locks, so a record is never handed to two holders.
+var sqlClaim = `WITH c AS (
+		UPDATE records SET state = $1::text, lease_id = $2::text, lease_holder = $3::text,
+			lease_until_ms = $4::bigint, updated_at_ms = $5::bigint
+		WHERE record_id = (SELECT record_id FROM records
+			WHERE owner = $6::text AND box = $7::text AND state = $8::text AND visible_at_ms <= $5::bigint
+			ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING *
+	)` + fmt.Sprintf(sqlChangeTail, "'"+model.EventRecordClaimed+"'", "'holder=' || $3::text", "$5", "$9", "$10", "$8", "$1")
+
+// Claim takes the first visible record in From of one box.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (model.Record, error) {
+	var rec model.Record
+	delta := 0
+	if p.Box.HasConversations() {
+		delta = unreadOf(p.To) - unreadOf(p.From)
+	}
+	err := retry(ctx, s.log, func() error {
+		var err error
+		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlClaim, string(p.To), p.LeaseID, p.Holder,
+			p.LeaseUntilMS, p.NowMS, p.Owner, string(p.Box), string(p.From), delta, convBoxes))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rec, model.NotFound("claimable record")
+	}
+	if err != nil {
+		return rec, fail("claim", err)
+	}
+	return rec, nil
+}
+
+// sqlUpdate is the compare-and-set: it matches nothing unless the record is
+// still in From (and holds the expected lease, when one is given).
+var sqlUpdate = `WITH c AS (
+		UPDATE records SET state = $1::text, attempts = $2::int, next_retry_at_ms = $3::bigint,
+			external_msg_id = $4::text, delivered_at_ms = $5::bigint, error_code = $6::text,
+			error_message = $7::text, retry_after_ms = $8::bigint, last_error = $9::text,
+			visible_at_ms = $10::bigint, lease_id = $11::text, lease_holder = $12::text,
+			lease_until_ms = $13::bigint, updated_at_ms = $14::bigint
+		WHERE record_id = $15::text AND state = $16::text AND ($17::text = '' OR lease_id = $17::text)
+		RETURNING *
+	)` + fmt.Sprintf(sqlChangeTail, "$18", "$19", "$14", "$20", "$21", "$16", "$1")
+
+// Update is a compare-and-set on one record's state (and lease).
+func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, error) {
+	d := &u.Delivery
+	var leaseID, holder, until any
+	if u.Lease != nil {
+		leaseID, holder, until = u.Lease.ID, u.Lease.Holder, u.Lease.ExpiresAtMS
+	}
+	typ := u.EventType
+	if typ == "" {
+		typ = model.EventRecordState
+	}
+	var rec model.Record
+	err := retry(ctx, s.log, func() error {
+		var err error
+		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlUpdate, string(u.To), d.Attempts, d.NextRetryAtMS,
+			d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
+			u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID,
+			typ, u.EventDetail, unreadOf(u.To)-unreadOf(u.From), convBoxes))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rec, s.updateMiss(ctx, u)
+	}
+	if err != nil {
+		return rec, fail("update record", err)
+	}
+	if rec.State == model.ClaimableState(rec.BoxKind) {
+		// Claimable again (a retry, a redrive, an expired lease): wake the
+		// claimers waiting on other nodes. After the commit, so a woken
+		// claimer finds it.
+		s.notify(ctx, changedBoxes([]model.Record{rec}))
+	}
+	return rec, nil
+}
+
+// updateMiss explains why an Update's compare-and-set matched nothing.
+func (s *Store) updateMiss(ctx context.Context, u *store.Update) error {
+	var state, lease string
+	err := s.pool.QueryRow(ctx, `SELECT state, COALESCE(lease_id, '') FROM records WHERE record_id = $1`,
+		u.RecordID).Scan(&state, &lease)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return model.NotFound("record")
+	}
+	if err != nil {
+		return fail("update record", err)
+	}
+	if model.State(state) != u.From {
+		return model.Conflict("state", fmt.Sprintf("record %s is %s, not %s", u.RecordID, state, u.From))
+	}
+	return model.Conflict("lease_id", fmt.Sprintf("record %s is no longer held under lease %q", u.RecordID, u.ExpectLeaseID))
+}
+
+func unreadOf(s model.State) int {
+	if s.IsUnread() {
+		return 1
+	}
+	return 0
+}
+
+// jsonText encodes v as JSON text, or SQL NULL when !present. Text, not
+// []byte: pgx would send a []byte as bytea.
+func jsonText(present bool, v any) (any, error) {
+	if !present {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: encode %T: %w", v, err)
+	}
+	return string(b), nil
+}

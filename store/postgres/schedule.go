@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// sqlSchedule creates the entry, its recipients (in the sender's order) and
+// the message.scheduled event in one statement, all only if the entry is
+// new.
+var sqlSchedule = `WITH s AS (
+		INSERT INTO scheduled (op, msg_id, ctx, due_at_ms, created_at_ms)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (op, msg_id) DO NOTHING
+		RETURNING sched_id
+	), r AS (
+		INSERT INTO scheduled_recipients (sched_id, pos, did)
+		SELECT s.sched_id, u.ord - 1, u.did
+		FROM s, unnest($6::text[]) WITH ORDINALITY AS u(did, ord)
+	), e AS (
+		INSERT INTO events (type, msg_id, at_ms, detail)
+		SELECT '` + model.EventMsgScheduled + `', $2, $5, 'id=' || s.sched_id || ' due_at_ms=' || $4::bigint FROM s
+	)
+	SELECT sched_id FROM s`
+
+// Schedule stores a delayed message and its entry, once per (op, msg_id).
+func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *store.Idempotency) (int64, bool, error) {
+	var (
+		id, due int64
+		created bool
+	)
+	recipients := e.Recipients
+	if recipients == nil {
+		recipients = []string{} // an empty array, not NULL
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		created, due = false, e.DueAtMS
+		b := &pgx.Batch{}
+		if idem != nil {
+			b.Queue(sqlInsertIdem, idem.Scope, idem.Key, e.MsgID, e.CreatedAtMS)
+		}
+		if len(e.MsgBody) > 0 {
+			b.Queue(sqlInsertMsg, e.MsgID, e.MsgBody, e.CreatedAtMS)
+		}
+		b.Queue(sqlSchedule, e.Op, e.MsgID, e.Ctx, e.DueAtMS, e.CreatedAtMS, recipients)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		idemNew := true
+		if idem != nil {
+			tag, err := br.Exec()
+			if err != nil {
+				return fail("idempotency key", err)
+			}
+			idemNew = tag.RowsAffected() == 1
+		}
+		if len(e.MsgBody) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return fail("store message", err)
+			}
+		}
+		err := br.QueryRow().Scan(&id)
+		switch {
+		case err == nil:
+			created = true
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fail("schedule", err)
+		}
+		if err := br.Close(); err != nil {
+			return fail("schedule", err)
+		}
+		if !idemNew {
+			if err := checkIdem(ctx, tx, idem, e.MsgID); err != nil {
+				return err
+			}
+		}
+		if created {
+			return nil
+		}
+		// A separate statement, so it sees an entry that a concurrent
+		// transaction committed while our insert waited for it.
+		err = tx.QueryRow(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = $1 AND msg_id = $2",
+			e.Op, e.MsgID).Scan(&id, &due)
+		if err != nil {
+			return fail("schedule", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	e.ID, e.DueAtMS = id, due
+	if created {
+		s.notify(ctx, []string{scheduledPayload}) // another node may be due to run it sooner
+	}
+	return id, created, nil
+}
+
+// schedPage wraps a query of one page of scheduled rows (aliased sc inside)
+// with each entry's body and its recipients, in order: one round trip and
+// one snapshot per page, and the joins run only for the page's rows.
+func schedPage(inner string, withTotal bool) string {
+	total := ""
+	if withTotal {
+		total = ", s.total"
+	}
+	return `SELECT s.sched_id, s.op, s.msg_id, s.ctx, s.due_at_ms, s.created_at_ms, m.body,
+			ARRAY(SELECT did FROM scheduled_recipients sr WHERE sr.sched_id = s.sched_id ORDER BY pos)` + total + `
+		FROM (` + inner + `) s LEFT JOIN messages m ON m.msg_id = s.msg_id
+		ORDER BY s.due_at_ms, s.sched_id`
+}
+
+// recipientFilter restricts an entry query to one recipient.
+const recipientFilter = ` sc.sched_id IN (SELECT sched_id FROM scheduled_recipients WHERE did = `
+
+// DueScheduled lists entries due by BeforeMS in send order: (due_at_ms, id).
+func (s *Store) DueScheduled(ctx context.Context, p store.DueParams) ([]store.ScheduleEntry, error) {
+	var q query
+	q.b.WriteString("SELECT sc.* FROM scheduled sc WHERE sc.due_at_ms <= " + q.arg(p.BeforeMS))
+	if p.Recipient != "" {
+		q.b.WriteString(" AND" + recipientFilter + q.arg(p.Recipient) + ")")
+	}
+	q.b.WriteString(" ORDER BY sc.due_at_ms, sc.sched_id LIMIT " + q.arg(limitOr(p.Limit, defaultLimit)))
+	out, _, err := s.querySchedule(ctx, schedPage(q.b.String(), false), false, q.args...)
+	if err != nil {
+		return nil, fail("due scheduled", err)
+	}
+	return out, nil
+}
+
+// ListScheduled lists pending entries in due order, with their total. The
+// total is a window count in the same query (computed before the LIMIT), so
+// it and the page come from one snapshot.
+func (s *Store) ListScheduled(ctx context.Context, recipient string, limit int) ([]store.ScheduleEntry, int64, error) {
+	var q query
+	q.b.WriteString("SELECT sc.*, count(*) OVER () AS total FROM scheduled sc")
+	if recipient != "" {
+		q.b.WriteString(" WHERE" + recipientFilter + q.arg(recipient) + ")")
+	}
+	q.b.WriteString(" ORDER BY sc.due_at_ms, sc.sched_id LIMIT " + q.arg(limitOr(limit, defaultLimit)))
+	out, total, err := s.querySchedule(ctx, schedPage(q.b.String(), true), true, q.args...)
+	if err != nil {
+		return nil, 0, fail("list scheduled", err)
+	}
+	return out, total, nil
+}
+
+// querySchedule runs a schedPage query; withTotal says it also returns the
+// window count as its last column.
+func (s *Store) querySchedule(ctx context.Context, q string, withTotal bool, args ...any) ([]store.ScheduleEntry, int64, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	out := []store.ScheduleEntry{}
+	var total int64
+	for rows.Next() {
+		var e store.ScheduleEntry
+		dest := []any{&e.ID, &e.Op, &e.MsgID, &e.Ctx, &e.DueAtMS, &e.CreatedAtMS, &e.MsgBody, &e.Recipients}
+		if withTotal {
+			dest = append(dest, &total)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, 0, err
+		}
+		if e.Recipients == nil {
+			e.Recipients = []string{}
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("read entries: %w", err)
+	}
+	return out, total, nil
+}
+
+// NextDue returns the earliest due time of any pending entry.
+func (s *Store) NextDue(ctx context.Context) (int64, bool, error) {
+	return s.minValue(ctx, "next due", "SELECT MIN(due_at_ms) FROM scheduled")
+}
