@@ -2,14 +2,21 @@ package core
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
+
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/postgres"
 	"github.com/msgcenter/msgcenter/store/sqlite"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -39,21 +46,54 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// newService returns a service on a fresh SQLite store. With clk nil the
-// real clock is used.
+// newService returns a service on a fresh store: SQLite, or PostgreSQL
+// (a schema of its own) when MSGCENTER_CORE_STORE=postgres, so the same
+// tests and benchmarks run on both drivers. With clk nil the real clock is
+// used.
 func newService(t testing.TB, clk *clock) *Service {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	cfg := Config{}
 	if clk != nil {
 		cfg.Now = clk.Now
 	}
-	return New(st, cfg)
+	return New(openTestStore(t), cfg)
+}
+
+func openTestStore(t testing.TB) store.Store {
+	t.Helper()
+	ctx := context.Background()
+	if os.Getenv("MSGCENTER_CORE_STORE") != "postgres" {
+		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	url := os.Getenv("MSGCENTER_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Fatal("MSGCENTER_CORE_STORE=postgres needs MSGCENTER_TEST_POSTGRES_URL")
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	schema := "mc_core_" + hex.EncodeToString(rnd[:])
+	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		st.Close()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return st
 }
 
 func agent(did string) model.Identity { return model.Identity{DID: did, Role: model.RoleAgent} }
