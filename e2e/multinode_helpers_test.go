@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -208,13 +207,6 @@ func countEvents(evs []model.Event, typ string) map[string]int {
 		}
 	}
 	return m
-}
-
-// isNoConn reports whether err says the server could not be reached at all
-// (connection refused or reset), as after a kill -9.
-func isNoConn(err error) bool {
-	var apiErr *client.APIError
-	return err != nil && !errors.As(err, &apiErr)
 }
 
 // msgText is the body of message i of a test run.
