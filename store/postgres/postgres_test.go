@@ -64,8 +64,11 @@ var (
 // dropping test schemas.
 func adminPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
+	// Resolve the URL first: its Skip must not run inside the Once, or the
+	// Once would count as done with no pool for every later test.
+	u := testURL(t)
 	adminOnce.Do(func() {
-		admin, adminErr = pgxpool.New(context.Background(), testURL(t))
+		admin, adminErr = pgxpool.New(context.Background(), u)
 	})
 	if adminErr != nil {
 		t.Fatalf("connect to %s: %v", urlEnv, adminErr)
