@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 
 func runMain(m *testing.M) int {
 	flag.Parse()
+	if os.Getenv("MSGCENTER_TEST_POSTGRES_URL") == "" {
+		// go test prints a passing package's skips only with -v: say it here.
+		fmt.Fprintln(os.Stderr, "MSGCENTER_TEST_POSTGRES_URL not set: skipping multi-node PostgreSQL tests")
+	}
 	dir, err := os.MkdirTemp("", "msgcenter-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: create temp dir:", err)
