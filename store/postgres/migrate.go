@@ -4,12 +4,9 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/msgcenter/msgcenter/store/migrations"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,38 +19,12 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+func loadMigrations() ([]migrations.Migration, error) {
+	ms, err := migrations.Load(migrationFS, "migrations")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	var out []migration
-	for _, n := range names {
-		base := path.Base(n)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("postgres: migration %s: name must start with a positive number and '_'", base)
-		}
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("postgres: migrations must be numbered 1, 2, 3…: %s is number %d", m.name, i+1)
-		}
-	}
-	return out, nil
+	return ms, nil
 }
 
 // Migrate brings the database at url up to date and returns how many
@@ -137,12 +108,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, log *slog.L
 			for _, m := range ms[cur:] {
 				// No arguments: pgx sends it with the simple protocol, which
 				// accepts a file of several statements.
-				if _, err := tx.Exec(ctx, m.sql); err != nil {
-					return fmt.Errorf("postgres: migration %s: %w", m.name, err)
+				if _, err := tx.Exec(ctx, m.SQL); err != nil {
+					return fmt.Errorf("postgres: migration %s: %w", m.Name, err)
 				}
 				if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-					m.version, m.name); err != nil {
-					return fmt.Errorf("postgres: record migration %s: %w", m.name, err)
+					m.Version, m.Name); err != nil {
+					return fmt.Errorf("postgres: record migration %s: %w", m.Name, err)
 				}
 				applied++
 			}
@@ -153,7 +124,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, log *slog.L
 		return 0, err
 	}
 	for _, m := range ms[latest-applied:] {
-		log.Info("postgres: applied migration", "migration", m.name, "schema", schema)
+		log.Info("postgres: applied migration", "migration", m.Name, "schema", schema)
 	}
 	return applied, nil
 }

@@ -5,11 +5,9 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
 	"strconv"
-	"strings"
+
+	"github.com/msgcenter/msgcenter/store/migrations"
 )
 
 // Migrations are numbered files NNNN_name.sql, applied in order. The
@@ -19,38 +17,12 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+func loadMigrations() ([]migrations.Migration, error) {
+	ms, err := migrations.Load(migrationFS, "migrations")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	var out []migration
-	for _, n := range names {
-		base := path.Base(n)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("sqlite: migration %s: name must start with a positive number and '_'", base)
-		}
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("sqlite: migrations must be numbered 1, 2, 3…: %s is number %d", m.name, i+1)
-		}
-	}
-	return out, nil
+	return ms, nil
 }
 
 // migrate brings the schema up to date in one transaction: a crash halfway
@@ -70,10 +42,10 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("sqlite: database schema version %d is newer than this msgcenter (knows %d); upgrade msgcenter", cur, latest)
 		}
 		for _, m := range ms[cur:] {
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 			}
-			s.log.Info("sqlite: applied migration", "migration", m.name)
+			s.log.Info("sqlite: applied migration", "migration", m.Name)
 		}
 		if cur == latest {
 			return nil
