@@ -41,6 +41,14 @@ func statusOf(err error) (int, string) {
 }
 
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, _ := statusOf(err)
+	writeJSON(w, status, a.errorBody(r, err))
+}
+
+// errorBody is the JSON body for err; an internal error is logged (method
+// and path only: a stream's query may have carried a token) and answered
+// without details.
+func (a *API) errorBody(r *http.Request, err error) wire.ErrorBody {
 	status, code := statusOf(err)
 	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: err.Error()}}
 	var me *model.Error
@@ -52,7 +60,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		body.Error.Message = "internal error"
 	}
-	writeJSON(w, status, body)
+	return body
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

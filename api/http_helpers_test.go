@@ -65,6 +65,12 @@ type env struct {
 // newEnv starts a server. Every top-level test gets its own.
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvWith(t, api.Options{})
+}
+
+// newEnvWith is newEnv with API options (metrics are always set).
+func newEnvWith(t testing.TB, opts api.Options) *env {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "msgcenter.db"), sqlite.Options{})
 	if err != nil {
@@ -75,7 +81,8 @@ func newEnv(t testing.TB) *env {
 	metrics := api.NewMetrics()
 	svc := core.New(st, core.Config{Now: clk.Now, Metrics: metrics})
 	metrics.WatchService(svc)
-	h := api.New(svc, api.Options{Metrics: metrics})
+	opts.Metrics = metrics
+	h := api.New(svc, opts)
 
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

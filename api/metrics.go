@@ -27,6 +27,10 @@ type Metrics struct {
 	created  *prometheus.CounterVec
 	sched    prometheus.Counter
 	requests *prometheus.HistogramVec
+
+	streams      *prometheus.GaugeVec
+	ownersOnline prometheus.Gauge
+	streamsSlow  *prometheus.CounterVec
 }
 
 var _ core.Metrics = (*Metrics)(nil)
@@ -52,8 +56,18 @@ func NewMetrics() *Metrics {
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgcenter_http_request_duration_seconds",
 			Help: "HTTP request latency by route and status.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)},
 			[]string{"route", "code"}),
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgcenter_stream_connections",
+			Help: "Open streams on this node by kind (box, events)."}, []string{"kind"}),
+		ownersOnline: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgcenter_stream_owners_online",
+			Help: "DIDs holding at least one open stream on this node."}),
+		streamsSlow: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_stream_slow_disconnects_total",
+			Help: "Streams cut off because the client did not read in time."}, []string{"kind"}),
+	}
+	for _, k := range []string{streamKindBox, streamKindEvents} {
+		m.streams.WithLabelValues(k)
 	}
 	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.sched, m.requests,
+		m.streams, m.ownersOnline, m.streamsSlow,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -81,6 +95,13 @@ func (m *Metrics) Scheduled() { m.sched.Inc() }
 func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
 }
+
+func (m *Metrics) streamOpened(kind string, delta, ownersOnline int) {
+	m.streams.WithLabelValues(kind).Add(float64(delta))
+	m.ownersOnline.Set(float64(ownersOnline))
+}
+
+func (m *Metrics) streamSlow(kind string) { m.streamsSlow.WithLabelValues(kind).Inc() }
 
 // WatchService registers the gauges read from svc at scrape time.
 func (m *Metrics) WatchService(svc *core.Service) {

@@ -96,6 +96,8 @@ var oaSchemaTypes = map[string]reflect.Type{
 	"RedriveResult":       reflect.TypeFor[wire.RedriveResult](),
 	"ListResult":          reflect.TypeFor[wire.ListResult](),
 	"SyncResult":          reflect.TypeFor[wire.SyncResult](),
+	"StreamFrame":         reflect.TypeFor[wire.StreamFrame](),
+	"PresenceResult":      reflect.TypeFor[wire.PresenceResult](),
 	"ReceiptRequest":      reflect.TypeFor[wire.ReceiptRequest](),
 	"ReceiptsResult":      reflect.TypeFor[wire.ReceiptsResult](),
 	"SubscribersRequest":  reflect.TypeFor[wire.SubscribersRequest](),

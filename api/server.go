@@ -24,6 +24,12 @@ type Options struct {
 	// MaxBodyBytes bounds request bodies (default: the core's message limit
 	// plus room for the envelope).
 	MaxBodyBytes int64
+	// StreamHeartbeat is how often an idle stream sends a heartbeat (SSE
+	// comment, WebSocket ping) to keep proxies from closing it (default 15 s).
+	StreamHeartbeat time.Duration
+	// StreamWriteTimeout bounds every write to a stream client; a client
+	// that does not take data for that long is disconnected (default 10 s).
+	StreamWriteTimeout time.Duration
 }
 
 // API serves the /v1 HTTP API over a core.Service.
@@ -33,6 +39,10 @@ type API struct {
 	metrics *Metrics
 	maxBody int64
 	mux     *http.ServeMux
+
+	heartbeat    time.Duration
+	writeTimeout time.Duration
+	streams      *streamRegistry
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -48,13 +58,23 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, who model.Identity
 type route struct {
 	Route
 	public bool
+	// stream routes also take the token as an access_token query
+	// parameter: browsers cannot set headers on EventSource or WebSocket.
+	stream bool
 	h      handlerFunc
 }
 
 // New builds the HTTP handler.
 func New(svc *core.Service, opts Options) *API {
 	a := &API{svc: svc, log: opts.Logger, metrics: opts.Metrics, maxBody: opts.MaxBodyBytes,
-		mux: http.NewServeMux(), closing: make(chan struct{})}
+		mux: http.NewServeMux(), closing: make(chan struct{}),
+		heartbeat: opts.StreamHeartbeat, writeTimeout: opts.StreamWriteTimeout, streams: newStreamRegistry(opts.Metrics)}
+	if a.heartbeat <= 0 {
+		a.heartbeat = defaultHeartbeat
+	}
+	if a.writeTimeout <= 0 {
+		a.writeTimeout = defaultStreamWriteTimeout
+	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -73,8 +93,9 @@ func New(svc *core.Service, opts Options) *API {
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
 
-// Close ends long polls in flight (they answer 204) so a graceful shutdown
-// does not wait for them.
+// Close ends long polls in flight (they answer 204) and open streams
+// (WebSocket: close 1001 going away; SSE: the response ends) so a graceful
+// shutdown does not wait for them.
 func (a *API) Close() { a.closeOnce.Do(func() { close(a.closing) }) }
 
 // Routes lists every route the API serves.
@@ -90,6 +111,9 @@ func (a *API) routes() []route {
 	r := func(method, pattern string, h handlerFunc) route {
 		return route{Route: Route{method, pattern}, h: h}
 	}
+	stream := func(pattern string, h handlerFunc) route {
+		return route{Route: Route{"GET", pattern}, stream: true, h: h}
+	}
 	return []route{
 		{Route: Route{"GET", "/healthz"}, public: true, h: a.healthz},
 		{Route: Route{"GET", "/metrics"}, public: true, h: a.serveMetrics},
@@ -99,6 +123,7 @@ func (a *API) routes() []route {
 		r("POST", "/v1/boxes/{owner}/{box}/next", a.next),
 		r("GET", "/v1/boxes/{owner}/{box}/records", a.listRecords),
 		r("GET", "/v1/boxes/{owner}/{box}/sync", a.sync),
+		stream("/v1/boxes/{owner}/{box}/stream", a.boxStream),
 		r("POST", "/v1/boxes/{owner}/{box}/redrive", a.redriveBox),
 		r("GET", "/v1/records/{record_id}", a.getRecord),
 		r("POST", "/v1/records/{record_id}/state", a.setState),
@@ -114,7 +139,9 @@ func (a *API) routes() []route {
 		r("PUT", "/v1/routes/{did}", a.setRoutes),
 		r("GET", "/v1/routes/{did}", a.getRoutes),
 		r("GET", "/v1/owners/{owner}/conversations", a.conversations),
+		r("GET", "/v1/owners/{owner}/presence", a.presence),
 		r("GET", "/v1/events", a.events),
+		stream("/v1/events/stream", a.eventStream),
 		r("GET", "/v1/scheduled", a.scheduled),
 		r("POST", "/v1/scheduled/flush", a.flushScheduled),
 		r("POST", "/v1/tokens", a.createToken),
@@ -130,7 +157,15 @@ func (a *API) wrap(rt route) http.Handler {
 		var who model.Identity
 		var err error
 		if !rt.public {
-			who, err = a.svc.Authenticate(r.Context(), bearer(r))
+			token := bearer(r)
+			if rt.stream {
+				var q string
+				r, q = withoutAccessToken(r)
+				if token == "" {
+					token = q
+				}
+			}
+			who, err = a.svc.Authenticate(r.Context(), token)
 		}
 		if err == nil {
 			err = rt.h(sw, r, who)
@@ -150,6 +185,23 @@ func bearer(r *http.Request) string {
 		return strings.TrimSpace(h[7:])
 	}
 	return ""
+}
+
+// withoutAccessToken takes the access_token query parameter out of r, so
+// that nothing after authentication (handlers, error logs) can see it.
+func withoutAccessToken(r *http.Request) (*http.Request, string) {
+	q := r.URL.Query()
+	if !q.Has("access_token") {
+		return r, ""
+	}
+	tok := strings.TrimSpace(q.Get("access_token"))
+	q.Del("access_token")
+	u := *r.URL
+	u.RawQuery = q.Encode()
+	r = r.WithContext(r.Context())
+	r.URL = &u
+	r.RequestURI = u.RequestURI()
+	return r, tok
 }
 
 type statusWriter struct {

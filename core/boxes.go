@@ -119,6 +119,7 @@ func (s *Service) claim(ctx context.Context, who model.Identity, owner string, b
 		return rec, err
 	}
 	s.cfg.Metrics.Claimed(box)
+	s.notify.ChangedAny() // the claim is an event; event streams should see it now
 	if at := s.reaperAt.get(); at == 0 || until < at {
 		kick(s.reaperKick)
 	}

@@ -35,7 +35,12 @@ func (n *notifier) Watch(owner string, box model.BoxKind) <-chan struct{} {
 	return ch
 }
 
-// Changed wakes everyone watching (owner, box).
+// anyBox is the key of the global watch: every box change closes it too, so
+// a watcher of "something changed anywhere" (the event stream) needs no list
+// of boxes. No real box has an empty owner.
+var anyBox = boxKey{}
+
+// Changed wakes everyone watching (owner, box) and everyone watching any box.
 func (n *notifier) Changed(owner string, box model.BoxKind) {
 	k := boxKey{owner, box}
 	n.mu.Lock()
@@ -43,9 +48,30 @@ func (n *notifier) Changed(owner string, box model.BoxKind) {
 	if ok {
 		delete(n.m, k)
 	}
+	all, allOK := n.m[anyBox]
+	if allOK {
+		delete(n.m, anyBox)
+	}
 	n.mu.Unlock()
 	if ok {
 		close(ch)
+	}
+	if allOK {
+		close(all)
+	}
+}
+
+// ChangedAny wakes only the watchers of "any box" (the event stream): for
+// changes that make nothing new to claim, such as a claim itself.
+func (n *notifier) ChangedAny() {
+	n.mu.Lock()
+	all, ok := n.m[anyBox]
+	if ok {
+		delete(n.m, anyBox)
+	}
+	n.mu.Unlock()
+	if ok {
+		close(all)
 	}
 }
 
@@ -64,6 +90,13 @@ func (n *notifier) ChangedAll() {
 // (streams).
 func (s *Service) Watch(owner string, box model.BoxKind) <-chan struct{} {
 	return s.notify.Watch(owner, box)
+}
+
+// WatchEvents returns a channel closed at the next record write of any box
+// on this node (or relayed from another node's notifications). The event
+// stream waits on it; like Watch, take it before reading the store.
+func (s *Service) WatchEvents() <-chan struct{} {
+	return s.notify.Watch(anyBox.owner, anyBox.box)
 }
 
 func (s *Service) changedRecords(recs []model.Record) {

@@ -267,4 +267,7 @@ const (
 	CodeLeaseLost         = "lease_lost"
 	CodeInternal          = "internal"
 	CodeUnavailable       = "unavailable"
+	// CodeNotAcceptable answers a stream request that is neither a
+	// WebSocket upgrade nor asks for text/event-stream.
+	CodeNotAcceptable = "not_acceptable"
 )

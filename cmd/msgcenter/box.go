@@ -13,8 +13,8 @@ import (
 )
 
 func newBoxCmd(g *globals) *cobra.Command {
-	cmd := groupCmd("box", "Read and work a box: list, next, sync, redrive")
-	cmd.AddCommand(newBoxListCmd(g), newBoxNextCmd(g), newBoxSyncCmd(g), newBoxRedriveCmd(g))
+	cmd := groupCmd("box", "Read and work a box: list, next, sync, stream, redrive")
+	cmd.AddCommand(newBoxListCmd(g), newBoxNextCmd(g), newBoxSyncCmd(g), newBoxStreamCmd(g), newBoxRedriveCmd(g))
 	return cmd
 }
 

@@ -1,0 +1,381 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/msgcenter/msgcenter/api"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// Tests of the box and event streams (issue 4) against a real listening
+// server: replay then live, resume, authentication, negotiation,
+// heartbeats, presence and shutdown. The chaos and slow-client tests are in
+// http_stream_chaos_test.go.
+
+// sseEvent is one parsed Server-Sent Event (or a comment).
+type sseEvent struct {
+	id, event, data string
+	comment         string
+}
+
+// sseStream is a raw SSE client: the test sees every line the server sends.
+type sseStream struct {
+	resp *http.Response
+	br   *bufio.Reader
+}
+
+// openSSE opens path as SSE with token in the Authorization header (none
+// when empty) and extra headers; it returns the response when not 200.
+func openSSE(ctx context.Context, e *env, path, token string, hdr map[string]string) (*sseStream, *http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", e.url+path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp, nil
+	}
+	return &sseStream{resp: resp, br: bufio.NewReader(resp.Body)}, resp, nil
+}
+
+func mustSSE(t testing.TB, ctx context.Context, e *env, path, token string, hdr map[string]string) *sseStream {
+	t.Helper()
+	s, resp, err := openSSE(ctx, e, path, token, hdr)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	if s == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("open %s: %d %s", path, resp.StatusCode, b)
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *sseStream) close() { s.resp.Body.Close() }
+
+// next returns the next event or comment (a retry: line is skipped).
+func (s *sseStream) next() (sseEvent, error) {
+	var ev sseEvent
+	for {
+		line, err := s.br.ReadString('\n')
+		if err != nil {
+			return ev, err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if ev.id != "" || ev.data != "" || ev.event != "" {
+				return ev, nil
+			}
+		case strings.HasPrefix(line, ":"):
+			return sseEvent{comment: strings.TrimSpace(line[1:])}, nil
+		default:
+			k, v, _ := strings.Cut(line, ": ")
+			switch k {
+			case "id":
+				ev.id = v
+			case "data":
+				ev.data = v
+			case "event":
+				ev.event = v
+			}
+		}
+	}
+}
+
+// nextFrame skips comments and decodes a box frame, checking id == seq.
+func (s *sseStream) nextFrame(t testing.TB) wire.StreamFrame {
+	t.Helper()
+	for {
+		ev, err := s.next()
+		if err != nil {
+			t.Fatalf("read SSE: %v", err)
+		}
+		if ev.comment != "" {
+			continue
+		}
+		var f wire.StreamFrame
+		if err := json.Unmarshal([]byte(ev.data), &f); err != nil {
+			t.Fatalf("SSE event %+v: %v", ev, err)
+		}
+		if ev.id != strconv.FormatInt(f.Seq, 10) || f.Record.Seq != f.Seq {
+			t.Fatalf("SSE event id %q, frame seq %d, record seq %d: must agree", ev.id, f.Seq, f.Record.Seq)
+		}
+		return f
+	}
+}
+
+// wsURL is the ws:// address of path.
+func (e *env) wsURL(path string) string { return "ws" + strings.TrimPrefix(e.url, "http") + path }
+
+func dialWS(t testing.TB, ctx context.Context, e *env, path, token string, opts *websocket.DialOptions) *websocket.Conn {
+	t.Helper()
+	if opts == nil {
+		opts = &websocket.DialOptions{}
+	}
+	opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + token}}
+	c, resp, err := websocket.Dial(ctx, e.wsURL(path), opts)
+	if err != nil {
+		t.Fatalf("dial %s: %v (%v)", path, err, resp)
+	}
+	c.SetReadLimit(4 << 20)
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return c
+}
+
+func readWSFrame(t testing.TB, ctx context.Context, c *websocket.Conn) wire.StreamFrame {
+	t.Helper()
+	_, b, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("read WebSocket: %v", err)
+	}
+	var f wire.StreamFrame
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("WebSocket frame %s: %v", b, err)
+	}
+	return f
+}
+
+// fill dispatches n messages to alice's INBOX, texts prefix-0 … prefix-(n-1).
+func (e *env) fill(t testing.TB, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		e.dispatch(t, chat(didExt, []string{didAlice}, fmt.Sprintf("%s-%d", prefix, i)))
+	}
+}
+
+// checkRun asserts that frames carry seqs from..from+len-1 and the texts
+// prefix-(from-1-offset)….
+func checkRun(t testing.TB, frames []wire.StreamFrame, from int64, prefix string, firstIdx int) {
+	t.Helper()
+	for i, f := range frames {
+		if f.Seq != from+int64(i) {
+			t.Fatalf("frame %d has seq %d, want %d (no gap, no duplicate)", i, f.Seq, from+int64(i))
+		}
+		if got, want := contentOf(t, f.Msg), fmt.Sprintf("%s-%d", prefix, firstIdx+i); got != want {
+			t.Fatalf("frame seq %d carries %q, want %q", f.Seq, got, want)
+		}
+	}
+}
+
+func TestStreamReplayThenLive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.fill(t, "old", 20)
+	path := boxPath(didAlice, model.Inbox, "stream") + "?after_seq=5"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	sse := mustSSE(t, ctx, e, path, e.alice, nil)
+	ws := dialWS(t, ctx, e, path, e.alice, nil)
+	var fromSSE, fromWS []wire.StreamFrame
+	for range 15 {
+		fromSSE = append(fromSSE, sse.nextFrame(t))
+		fromWS = append(fromWS, readWSFrame(t, ctx, ws))
+	}
+	checkRun(t, fromSSE, 6, "old", 5)
+	checkRun(t, fromWS, 6, "old", 5)
+
+	// Live: written while both are connected and idle.
+	go e.fill(t, "new", 30)
+	fromSSE, fromWS = nil, nil
+	for range 30 {
+		fromSSE = append(fromSSE, sse.nextFrame(t))
+		fromWS = append(fromWS, readWSFrame(t, ctx, ws))
+	}
+	checkRun(t, fromSSE, 21, "new", 0)
+	checkRun(t, fromWS, 21, "new", 0)
+	if fromSSE[0].Record.Owner != didAlice || fromSSE[0].Record.BoxKind != model.Inbox {
+		t.Errorf("frame record = %+v, want alice's INBOX", fromSSE[0].Record)
+	}
+}
+
+func TestStreamLastEventIDWins(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.fill(t, "m", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := mustSSE(t, ctx, e, boxPath(didAlice, model.Inbox, "stream")+"?after_seq=2", e.alice,
+		map[string]string{"Last-Event-ID": "7"})
+	checkRun(t, []wire.StreamFrame{s.nextFrame(t), s.nextFrame(t), s.nextFrame(t)}, 8, "m", 7)
+
+	_, resp, err := openSSE(ctx, e, boxPath(didAlice, model.Inbox, "stream"), e.alice, map[string]string{"Last-Event-ID": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, "Last-Event-ID")
+}
+
+func resp2(r *http.Response, body []byte) resp {
+	return resp{status: r.StatusCode, header: r.Header, body: body}
+}
+
+func TestStreamAuth(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.fill(t, "m", 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	box := boxPath(didAlice, model.Inbox, "stream")
+
+	// The token as a query parameter (browsers), SSE and WebSocket.
+	s := mustSSE(t, ctx, e, box+"?access_token="+e.alice, "", nil)
+	checkRun(t, []wire.StreamFrame{s.nextFrame(t)}, 1, "m", 0)
+	c, _, err := websocket.Dial(ctx, e.wsURL(box+"?after_seq=1&access_token="+e.alice), nil)
+	if err != nil {
+		t.Fatalf("WebSocket with access_token: %v", err)
+	}
+	defer c.CloseNow()
+	checkRun(t, []wire.StreamFrame{readWSFrame(t, ctx, c)}, 2, "m", 1)
+
+	status := func(path, token string) resp {
+		t.Helper()
+		_, r, err := openSSE(ctx, e, path, token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		return resp2(r, b)
+	}
+	wantErr(t, status(box+"?access_token=mct_bogus", ""), http.StatusUnauthorized, wire.CodeUnauthorized, "")
+	wantErr(t, status(box, ""), http.StatusUnauthorized, wire.CodeUnauthorized, "")
+	// Only stream routes take it.
+	wantErr(t, e.do(t, "GET", boxPath(didAlice, model.Inbox, "sync")+"?access_token="+e.alice, "", nil),
+		http.StatusUnauthorized, wire.CodeUnauthorized, "")
+	// Authorization as for sync: not bob's to read; the event stream of
+	// another owner neither.
+	wantErr(t, status(box, e.bob), http.StatusForbidden, wire.CodeForbidden, "")
+	wantErr(t, status("/v1/events/stream?owner="+didAlice, e.bob), http.StatusForbidden, wire.CodeForbidden, "")
+	if _, r, err := websocket.Dial(ctx, e.wsURL(box), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + e.bob}}}); err == nil || r == nil || r.StatusCode != http.StatusForbidden {
+		t.Errorf("WebSocket of another's box: err %v, response %v; want 403", err, r)
+	}
+	// Neither WebSocket nor SSE asked for.
+	r := e.do(t, "GET", box, e.alice, nil)
+	wantErr(t, r, http.StatusNotAcceptable, wire.CodeNotAcceptable, "")
+	if !strings.Contains(string(r.body), "text/event-stream") || !strings.Contains(string(r.body), "websocket") {
+		t.Errorf("406 body %s should name what to send", r.body)
+	}
+}
+
+func TestStreamHeartbeatPresenceAndEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, api.Options{StreamHeartbeat: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	s := mustSSE(t, ctx, e, boxPath(didAlice, model.Inbox, "stream"), e.alice, nil)
+	if ev, err := s.next(); err != nil || ev.comment != "ping" {
+		t.Fatalf("idle SSE stream: got %+v, %v; want the heartbeat comment `: ping`", ev, err)
+	}
+	var pings atomic.Int64
+	ws := dialWS(t, ctx, e, "/v1/events/stream", e.alice, &websocket.DialOptions{
+		OnPingReceived: func(context.Context, []byte) bool { pings.Add(1); return true }})
+	wsCtx, wsCancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, _, _ = ws.Read(wsCtx) // reading is what answers pings; nothing to read yet
+	wsCancel()
+	if pings.Load() == 0 {
+		t.Error("no WebSocket ping within 300ms at a 50ms heartbeat")
+	}
+	ws = dialWS(t, ctx, e, "/v1/events/stream", e.alice, nil)
+
+	// Presence: alice holds streams; bob holds none and may not ask about her.
+	p := ok[wire.PresenceResult](t, e.do(t, "GET", "/v1/owners/"+esc(didAlice)+"/presence", e.alice, nil))
+	if !p.Online || p.Streams < 2 || p.Owner != didAlice {
+		t.Errorf("alice's presence = %+v, want online with >= 2 streams", p)
+	}
+	p = ok[wire.PresenceResult](t, e.do(t, "GET", "/v1/owners/"+esc(didBob)+"/presence", e.admin, nil))
+	if p.Online || p.Streams != 0 {
+		t.Errorf("bob's presence = %+v, want offline", p)
+	}
+	wantErr(t, e.do(t, "GET", "/v1/owners/"+esc(didAlice)+"/presence", e.bob, nil), http.StatusForbidden, wire.CodeForbidden, "")
+	metrics := string(e.do(t, "GET", "/metrics", "", nil).body)
+	for _, want := range []string{`msgcenter_stream_connections{kind="box"} 1`, `msgcenter_stream_connections{kind="events"}`, "msgcenter_stream_owners_online 1"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// Events: alice sees hers, live, in event_id order.
+	e.fill(t, "ev", 2)
+	var last int64
+	for range 2 {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev model.Event
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Owner != didAlice || ev.EventID <= last || ev.Type != model.EventRecordCreated {
+			t.Errorf("event %+v after %d: want alice's record.created in order", ev, last)
+		}
+		last = ev.EventID
+	}
+	s.close()
+	ws.CloseNow()
+	deadline := time.Now().Add(5 * time.Second)
+	for ok[wire.PresenceResult](t, e.do(t, "GET", "/v1/owners/"+esc(didAlice)+"/presence", e.alice, nil)).Streams > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("alice still present 5s after closing her streams")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestStreamShutdownEndsStreams(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := mustSSE(t, ctx, e, boxPath(didAlice, model.Inbox, "stream"), e.alice, nil)
+	ws := dialWS(t, ctx, e, boxPath(didAlice, model.Inbox, "stream"), e.alice, nil)
+	start := time.Now()
+	e.api.Close()
+	_, _, err := ws.Read(ctx)
+	if st := websocket.CloseStatus(err); st != websocket.StatusGoingAway {
+		t.Errorf("WebSocket after Close: %v (status %d), want close 1001 going away", err, st)
+	}
+	for {
+		ev, err := s.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil || ev.comment == "" {
+			t.Fatalf("SSE after Close: %+v, %v; want the end of the stream", ev, err)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("streams took %s to end after Close", d)
+	}
+}

@@ -1,0 +1,68 @@
+package api
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// streamRegistry counts the streams open on this node per DID, so that a
+// sender can tell an online reader (push will reach it now) from an offline
+// one (it will sync later) — seed 004's push decision. The DID counted is the
+// one whose token holds the stream, the reader that is actually connected.
+// Presence is per node: with several nodes behind a balancer, ask each, or
+// sum their msgcenter_stream_connections.
+type streamRegistry struct {
+	metrics *Metrics
+	mu      sync.Mutex
+	byOwner map[string]int
+}
+
+func newStreamRegistry(m *Metrics) *streamRegistry {
+	return &streamRegistry{metrics: m, byOwner: map[string]int{}}
+}
+
+// open counts one stream of kind held by owner; the returned func uncounts it.
+func (s *streamRegistry) open(owner, kind string) func() {
+	s.mu.Lock()
+	s.byOwner[owner]++
+	online := len(s.byOwner)
+	s.mu.Unlock()
+	if s.metrics != nil {
+		s.metrics.streamOpened(kind, 1, online)
+	}
+	return func() {
+		s.mu.Lock()
+		if s.byOwner[owner]--; s.byOwner[owner] <= 0 {
+			delete(s.byOwner, owner)
+		}
+		online := len(s.byOwner)
+		s.mu.Unlock()
+		if s.metrics != nil {
+			s.metrics.streamOpened(kind, -1, online)
+		}
+	}
+}
+
+func (s *streamRegistry) count(owner string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byOwner[owner]
+}
+
+// presence is GET /v1/owners/{owner}/presence: admins may ask about anyone,
+// others only about themselves (who is online is not everyone's business).
+func (a *API) presence(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	owner, err := pathDID(r, "owner")
+	if err != nil {
+		return err
+	}
+	if who.Role != model.RoleAdmin && who.DID != owner {
+		return model.Forbidden(who.DID + " may ask only about its own presence")
+	}
+	n := a.streams.count(owner)
+	writeJSON(w, http.StatusOK, wire.PresenceResult{Owner: owner, Online: n > 0, Streams: n})
+	return nil
+}

@@ -1,0 +1,289 @@
+package api
+
+// Streams push a box's records, or the event log, to a connected client
+// over Server-Sent Events or WebSocket. Both are the same loop over the
+// core's paged reads:
+//
+//	for {
+//		changed := watch()          // taken BEFORE the read: no lost wake-up
+//		page := read(after cursor)  // replay, and later the live tail
+//		send(page); cursor = last sent
+//		if page was full { continue } else { wait for changed / heartbeat / end }
+//	}
+//
+// The cursor only moves past what was handed to the client, and the next read
+// starts exactly there, so the switch from replay to live can neither skip
+// nor repeat a record. Nothing is buffered beyond one page plus (WebSocket) a
+// small queue, and every write has a deadline: a client that does not keep up
+// is disconnected and resumes from its own cursor later.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+const (
+	defaultHeartbeat          = 15 * time.Second
+	defaultStreamWriteTimeout = 10 * time.Second
+	// streamPage is how many records one read of the replay fetches.
+	streamPage = 500
+	// eventsRecheck is the event stream's fallback re-read (see eventStream).
+	eventsRecheck = time.Second
+)
+
+// Stream kinds, the label of the connection gauge.
+const (
+	streamKindBox    = "box"
+	streamKindEvents = "events"
+)
+
+var (
+	// errClosing ends a stream because the server is shutting down.
+	errClosing = errors.New("server shutting down")
+	// errTooSlow ends a stream whose client did not take a frame in time.
+	errTooSlow = errors.New("client too slow")
+)
+
+// frame is one item for the client: its cursor value and its JSON.
+type frame struct {
+	id   int64
+	data []byte
+}
+
+// source is what a stream reads: a change notification and a paged read.
+type source struct {
+	kind  string
+	watch func() <-chan struct{}
+	fetch func(ctx context.Context, after int64) ([]frame, error)
+	// recheck, when set, reads again that often even without a notification.
+	recheck time.Duration
+}
+
+// sink writes frames to one client. send gets one page at a time.
+// interrupted is a channel closed when the sink cannot go on even though
+// nothing is being sent (nil if that cannot happen) and the error to end with.
+type sink interface {
+	send(ctx context.Context, frames []frame) error
+	heartbeat(ctx context.Context) error
+	interrupted() (<-chan struct{}, error)
+}
+
+// streamMode is how the client asked to be served.
+type streamMode int
+
+const (
+	modeNone streamMode = iota
+	modeSSE
+	modeWebSocket
+)
+
+func negotiate(r *http.Request) streamMode {
+	for _, v := range strings.Split(r.Header.Get("Upgrade"), ",") {
+		if strings.EqualFold(strings.TrimSpace(v), "websocket") {
+			return modeWebSocket
+		}
+	}
+	for _, v := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(v, ";")
+		if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+			return modeSSE
+		}
+	}
+	return modeNone
+}
+
+// startCursor is the cursor to resume after: the Last-Event-ID header (an
+// EventSource reconnecting to the same URL sends it) wins over the query
+// parameter.
+func startCursor(r *http.Request, param string) (int64, error) {
+	after, err := queryInt(r, param)
+	if err != nil {
+		return 0, err
+	}
+	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return 0, model.Invalid("Last-Event-ID", "must be an integer, got "+strconv.Quote(v))
+		}
+	}
+	if after < 0 {
+		return 0, model.Invalid(param, "must not be negative")
+	}
+	return after, nil
+}
+
+// boxStream is GET /v1/boxes/{owner}/{box}/stream.
+func (a *API) boxStream(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	owner, box, err := pathBox(r)
+	if err != nil {
+		return err
+	}
+	after, err := startCursor(r, "after_seq")
+	if err != nil {
+		return err
+	}
+	src := &source{
+		kind:  streamKindBox,
+		watch: func() <-chan struct{} { return a.svc.Watch(owner, box) },
+		fetch: func(ctx context.Context, after int64) ([]frame, error) {
+			res, err := a.svc.Sync(ctx, who, wire.SyncQuery{Owner: owner, Box: box, AfterSeq: after,
+				Limit: streamPage, WithObject: true})
+			if err != nil {
+				return nil, err
+			}
+			out := make([]frame, 0, len(res.Items))
+			for _, it := range res.Items {
+				b, err := marshalFrame(wire.StreamFrame{Seq: it.Record.Seq, Record: it.Record, Msg: it.Msg})
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, frame{id: it.Record.Seq, data: b})
+			}
+			return out, nil
+		},
+	}
+	return a.serveStream(w, r, who, src, after)
+}
+
+// eventStream is GET /v1/events/stream.
+func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	after, err := startCursor(r, "after")
+	if err != nil {
+		return err
+	}
+	owner := r.URL.Query().Get("owner")
+	src := &source{
+		kind:  streamKindEvents,
+		watch: a.svc.WatchEvents,
+		fetch: func(ctx context.Context, after int64) ([]frame, error) {
+			res, err := a.svc.Events(ctx, who, wire.EventQuery{After: after, Owner: owner, Limit: streamPage})
+			if err != nil {
+				return nil, err
+			}
+			out := make([]frame, 0, len(res.Items))
+			for _, ev := range res.Items {
+				b, err := marshalFrame(ev)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, frame{id: ev.EventID, data: b})
+			}
+			return out, nil
+		},
+		// Record writes wake the event stream, but not every event comes
+		// with a notification this node sees: a claim (or a lease extension)
+		// made on another PostgreSQL node is not announced over
+		// LISTEN/NOTIFY. Reading again every second bounds how late such an
+		// event can be.
+		recheck: eventsRecheck,
+	}
+	return a.serveStream(w, r, who, src, after)
+}
+
+// marshalFrame encodes v as one line of JSON, leaving <, > and & as they are
+// (a message's bytes are its identity; clients compare them).
+func marshalFrame(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// serveStream negotiates the transport, reads the first page while errors
+// can still be plain JSON answers (400, 403), then hands over to the
+// transport's loop.
+func (a *API) serveStream(w http.ResponseWriter, r *http.Request, who model.Identity, src *source, after int64) error {
+	mode := negotiate(r)
+	if mode == modeNone {
+		writeJSON(w, http.StatusNotAcceptable, wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeNotAcceptable,
+			Message: "this is a stream: open it as a WebSocket (Upgrade: websocket) or as Server-Sent Events (Accept: text/event-stream)"}})
+		return nil
+	}
+	changed := src.watch()
+	first, err := src.fetch(r.Context(), after)
+	if err != nil {
+		return err
+	}
+	defer a.streams.open(who.DID, src.kind)()
+	st := &streamState{src: src, after: after, changed: changed, first: first}
+	if mode == modeWebSocket {
+		a.serveWebSocket(w, r, st)
+		return nil
+	}
+	a.serveSSE(w, r, st)
+	return nil
+}
+
+// streamState is one stream's position: the cursor, the notification taken
+// before the last read and that read's frames, not yet sent.
+type streamState struct {
+	src     *source
+	after   int64
+	changed <-chan struct{}
+	first   []frame
+}
+
+// pump runs the stream until the client goes, falls behind, the server
+// closes or a read fails, and says which.
+func (a *API) pump(ctx context.Context, st *streamState, out sink) error {
+	hb := time.NewTicker(a.heartbeat)
+	defer hb.Stop()
+	var recheck <-chan time.Time
+	if st.src.recheck > 0 {
+		t := time.NewTicker(st.src.recheck)
+		defer t.Stop()
+		recheck = t.C
+	}
+	broken, brokenErr := out.interrupted()
+	frames := st.first
+	for {
+		if len(frames) > 0 {
+			if err := out.send(ctx, frames); err != nil {
+				return err
+			}
+			st.after = frames[len(frames)-1].id
+		}
+		if len(frames) < streamPage {
+		wait:
+			for {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-a.closing:
+					return errClosing
+				case <-broken:
+					return brokenErr
+				case <-st.changed:
+					break wait
+				case <-recheck:
+					break wait
+				case <-hb.C:
+					if err := out.heartbeat(ctx); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		select {
+		case <-a.closing:
+			return errClosing
+		default:
+		}
+		st.changed = st.src.watch()
+		var err error
+		if frames, err = st.src.fetch(ctx, st.after); err != nil {
+			return err
+		}
+	}
+}
