@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"reflect"
 	"testing"
@@ -156,17 +157,27 @@ func TestHTTPUnknownRoute(t *testing.T) {
 	} {
 		wantErr(t, e.do(t, c.method, c.path, e.admin, nil), 404, wire.CodeNotFound, "")
 	}
-	// A known path with the wrong method is refused with a JSON error too
-	// (404 today; 405 would also do).
-	for _, c := range []struct{ method, path string }{
-		{"GET", "/v1/dispatch"},
-		{"DELETE", "/v1/routes/did:x"},
-		{"PATCH", "/v1/records/cyrec:1/state"},
+	// A known path with the wrong method is a 405 naming the allowed
+	// methods, with the JSON error body.
+	for _, c := range []struct{ method, path, allow string }{
+		{"GET", "/v1/dispatch", "POST"},
+		{"DELETE", "/v1/routes/did:x", "GET, HEAD, PUT"},
+		{"PATCH", "/v1/records/cyrec:1/state", "POST"},
 	} {
-		r := e.do(t, c.method, c.path, e.admin, nil)
-		if r.status != 404 && r.status != 405 {
-			t.Fatalf("%s %s: %s", c.method, c.path, r)
+		req, err := http.NewRequest(c.method, e.url+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		wantErr(t, r, r.status, map[int]string{404: wire.CodeNotFound, 405: "method_not_allowed"}[r.status], "")
+		req.Header.Set("Authorization", "Bearer "+e.admin)
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 405 || resp.Header.Get("Allow") != c.allow {
+			t.Fatalf("%s %s: %d Allow=%q, want 405 Allow=%q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), c.allow)
+		}
+		r := e.do(t, c.method, c.path, e.admin, nil)
+		wantErr(t, r, 405, wire.CodeMethodNotAllowed, "")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgcenter/msgcenter/core"
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
 )
 
 // Options configure the HTTP layer.
@@ -84,14 +85,38 @@ func New(svc *core.Service, opts Options) *API {
 	for _, rt := range a.routes() {
 		a.mux.Handle(rt.Method+" "+rt.Pattern, a.wrap(rt))
 	}
-	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, r, model.NotFound("route "+r.Method+" "+r.URL.Path))
-	})
 	return a
 }
 
-// ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Requests no route takes get the mux's
+// own verdict — 404, or 405 with an Allow header when the path exists under
+// other methods — as the API's JSON error instead of plain text.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := a.mux.Handler(r)
+	if pattern != "" {
+		a.mux.ServeHTTP(w, r) // it, not h, fills in the path values
+		return
+	}
+	probe := &probeWriter{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if allow := probe.header.Get("Allow"); probe.status == http.StatusMethodNotAllowed && allow != "" {
+		w.Header().Set("Allow", allow)
+		writeJSON(w, http.StatusMethodNotAllowed, wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeMethodNotAllowed,
+			Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + allow}})
+		return
+	}
+	a.writeError(w, r, model.NotFound("route "+r.Method+" "+r.URL.Path))
+}
+
+// probeWriter records what the mux's fallback handler would answer.
+type probeWriter struct {
+	header http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header         { return p.header }
+func (p *probeWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (p *probeWriter) WriteHeader(code int)        { p.status = code }
 
 // Close ends long polls in flight (they answer 204) and open streams
 // (WebSocket: close 1001 going away; SSE: the response ends) so a graceful

@@ -265,6 +265,7 @@ const (
 	CodeUnauthorized      = "unauthorized"
 	CodeForbidden         = "forbidden"
 	CodeLeaseLost         = "lease_lost"
+	CodeMethodNotAllowed  = "method_not_allowed"
 	CodeInternal          = "internal"
 	CodeUnavailable       = "unavailable"
 	// CodeNotAcceptable answers a stream request that is neither a
