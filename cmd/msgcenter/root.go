@@ -78,6 +78,7 @@ INBOX, OUTBOX, GROUP_INBOX, TUNNEL_OUTBOX, REQUEST_BOX (any letter case).`,
 	root.AddCommand(
 		newServeCmd(g),
 		newMigrateCmd(g),
+		newPresenceCmd(g),
 		newTokenCmd(g),
 		newSendCmd(g),
 		newDispatchCmd(g),
