@@ -21,11 +21,15 @@ func newServeCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the msgcenter server (embedded SQLite under --data)",
+		Short: "Run the msgcenter server (embedded SQLite under --data, or --store postgres)",
 		Long: `Run the msgcenter server. With no flags it stores everything in SQLite under
 ./msgcenter-data and listens on 127.0.0.1:7420. On first start it writes an
 admin token to <data>/admin.token (mode 0600), which the other commands use
-by default. SIGINT/SIGTERM drain in-flight requests and stop cleanly.`,
+by default. SIGINT/SIGTERM drain in-flight requests and stop cleanly.
+
+With --store postgres --postgres-url URL any number of nodes share one
+PostgreSQL database (each node still keeps its lock and admin token in its
+own --data directory). See docs/deploy.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("listen") {
