@@ -78,7 +78,10 @@ func (s *Service) Next(ctx context.Context, who model.Identity, owner string, bo
 				left = min(left, time.Duration(at-now)*time.Millisecond)
 			}
 		}
-		t := time.NewTimer(left)
+		// Look again now and then even without a wake-up: with several nodes
+		// a notification can be lost with its connection, and this bounds
+		// what that costs.
+		t := time.NewTimer(min(left, s.cfg.IdleRecheck))
 		select {
 		case <-ctx.Done():
 			t.Stop()

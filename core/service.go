@@ -93,6 +93,9 @@ type Service struct {
 
 	// schedMu keeps materialization of delayed messages in due order when
 	// the scheduler loop and an admin flush run at once.
+	listenOnce sync.Once
+	listening  chan struct{} // closed once this node hears other nodes' changes
+
 	schedMu    sync.Mutex
 	schedKick  chan struct{}
 	reaperKick chan struct{}
@@ -109,7 +112,19 @@ func New(st store.Store, cfg Config) *Service {
 		notify:     newNotifier(),
 		schedKick:  make(chan struct{}, 1),
 		reaperKick: make(chan struct{}, 1),
+		listening:  make(chan struct{}),
 	}
+}
+
+// Listening is closed once the node hears changes made through other nodes
+// (at once for a store only this node uses). A server should not take
+// requests before, or a write made on another node meanwhile would not wake
+// a long poll here.
+func (s *Service) Listening() <-chan struct{} {
+	if _, ok := s.st.(store.Notifier); !ok {
+		s.listenOnce.Do(func() { close(s.listening) })
+	}
+	return s.listening
 }
 
 // Config returns the effective configuration.
@@ -136,7 +151,7 @@ func (s *Service) Run(ctx context.Context) error {
 // again (after a pause) whenever the connection is lost.
 func (s *Service) listen(ctx context.Context, n store.Notifier) {
 	for ctx.Err() == nil {
-		err := n.Listen(ctx, func(c store.Change) {
+		err := n.Listen(ctx, func() { s.listenOnce.Do(func() { close(s.listening) }) }, func(c store.Change) {
 			if c.Scheduled {
 				kick(s.schedKick)
 				return

@@ -100,8 +100,26 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	h := api.New(svc, api.Options{Logger: log, Metrics: metrics})
 
+	bgCtx, stopBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = svc.Run(bgCtx) }()
+	stopBackground := func() { stopBG(); wg.Wait() }
+	// Take requests only once this node hears other nodes' writes (see
+	// core.Service.Listening); a database that will not let us listen
+	// should not keep the node down, so after a while serve anyway.
+	select {
+	case <-svc.Listening():
+	case <-time.After(15 * time.Second):
+		log.Warn("not yet listening for other nodes' changes; serving anyway (long polls fall back to periodic checks)")
+	case <-ctx.Done():
+		stopBackground()
+		return nil
+	}
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		stopBackground()
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	addr := ln.Addr().String()
@@ -109,11 +127,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Ready != nil {
 		cfg.Ready(addr)
 	}
-
-	bgCtx, stopBG := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = svc.Run(bgCtx) }()
 
 	fresh := &freshConns{m: map[net.Conn]struct{}{}}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
@@ -135,8 +148,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cancel()
 		grace.Stop()
 	}
-	stopBG()
-	wg.Wait()
+	stopBackground()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -106,8 +106,11 @@ type Store interface {
 // poll or a stream wakes up wherever the write happened, without polling.
 // It returns when ctx ends (or with an error when the connection it listens
 // on is lost; the caller listens again).
+//
+// ready is called once the node is listening: a node should not take
+// requests before, or a change made meanwhile would wake nobody here.
 type Notifier interface {
-	Listen(ctx context.Context, fn func(Change)) error
+	Listen(ctx context.Context, ready func(), fn func(Change)) error
 }
 
 // Change is one notification of a Notifier.

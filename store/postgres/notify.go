@@ -68,7 +68,7 @@ func (s *Store) notify(ctx context.Context, payloads []string) {
 }
 
 // Listen implements store.Notifier.
-func (s *Store) Listen(ctx context.Context, fn func(store.Change)) error {
+func (s *Store) Listen(ctx context.Context, ready func(), fn func(store.Change)) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: listen: %w", err)
@@ -78,6 +78,9 @@ func (s *Store) Listen(ctx context.Context, fn func(store.Change)) error {
 	defer pc.Close(context.Background())
 	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("postgres: listen: %w", err)
+	}
+	if ready != nil {
+		ready()
 	}
 	for {
 		n, err := pc.WaitForNotification(ctx)

@@ -25,13 +25,11 @@ func TestNotifyAcrossNodes(t *testing.T) {
 		ch chan store.Change
 	}{{nodes[1], got}, {other, foreign}} {
 		go func() {
-			listening <- struct{}{}
-			_ = l.n.(store.Notifier).Listen(ctx, func(c store.Change) { l.ch <- c })
+			_ = l.n.(store.Notifier).Listen(ctx, func() { listening <- struct{}{} }, func(c store.Change) { l.ch <- c })
 		}()
 	}
+	<-listening // both LISTENs are in effect: nothing sent from here on is missed
 	<-listening
-	<-listening
-	time.Sleep(200 * time.Millisecond) // let both LISTENs take effect
 
 	if _, err := nodes[0].Apply(ctx, plan("n1", "did:notified", model.Inbox, 1000)); err != nil {
 		t.Fatal(err)
