@@ -104,3 +104,15 @@ func TestRecordIDDeterministic(t *testing.T) {
 		seen[o] = true
 	}
 }
+
+func TestUnreadDelta(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		from, to State
+		want     int
+	}{{Unread, Reading, 0}, {Reading, Readed, -1}, {Readed, Unread, 1}, {Dead, Unread, 1}, {Sent, Archived, 0}} {
+		if got := UnreadDelta(c.from, c.to); got != c.want {
+			t.Errorf("UnreadDelta(%s, %s) = %d, want %d", c.from, c.to, got, c.want)
+		}
+	}
+}

@@ -58,6 +58,20 @@ func ParseStates(field, s string) ([]State, error) {
 // conversation's unread count: it has not been read yet.
 func (s State) IsUnread() bool { return s == Unread || s == Reading }
 
+// UnreadDelta is how a move from one state to another changes a
+// conversation's unread count: -1, 0 or +1. Every driver keeps the count
+// with it, so the rule lives here once.
+func UnreadDelta(from, to State) int {
+	d := 0
+	if to.IsUnread() {
+		d++
+	}
+	if from.IsUnread() {
+		d--
+	}
+	return d
+}
+
 // IsTerminal reports whether a record in state s is finished with: such
 // records are subject to retention and never claimed again without a redrive.
 func (s State) IsTerminal() bool {

@@ -287,7 +287,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (model.Record, e
 	var rec model.Record
 	delta := 0
 	if p.Box.HasConversations() {
-		delta = unreadOf(p.To) - unreadOf(p.From)
+		delta = model.UnreadDelta(p.From, p.To)
 	}
 	err := retry(ctx, s.log, func() error {
 		var err error
@@ -333,7 +333,7 @@ func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, erro
 		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlUpdate, string(u.To), d.Attempts, d.NextRetryAtMS,
 			d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
 			u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID,
-			typ, u.EventDetail, unreadOf(u.To)-unreadOf(u.From), convBoxes))
+			typ, u.EventDetail, model.UnreadDelta(u.From, u.To), convBoxes))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -366,13 +366,6 @@ func (s *Store) updateMiss(ctx context.Context, u *store.Update) error {
 		return model.Conflict("state", fmt.Sprintf("record %s is %s, not %s", u.RecordID, state, u.From))
 	}
 	return model.Conflict("lease_id", fmt.Sprintf("record %s is no longer held under lease %q", u.RecordID, u.ExpectLeaseID))
-}
-
-func unreadOf(s model.State) int {
-	if s.IsUnread() {
-		return 1
-	}
-	return 0
 }
 
 // jsonText encodes v as JSON text, or SQL NULL when !present. Text, not

@@ -249,7 +249,7 @@ func (w *txWriter) event(ctx context.Context, typ string, r *model.Record, from,
 // unreadDelta keeps the conversation's unread count in step with a state
 // change of one of its records.
 func (w *txWriter) unreadDelta(ctx context.Context, r *model.Record, from, to model.State) error {
-	delta := unreadOf(to) - unreadOf(from)
+	delta := model.UnreadDelta(from, to)
 	if delta == 0 || r.ThreadKey == "" || !r.BoxKind.HasConversations() {
 		return nil
 	}
@@ -257,13 +257,6 @@ func (w *txWriter) unreadDelta(ctx context.Context, r *model.Record, from, to mo
 		return fmt.Errorf("sqlite: update conversation: %w", err)
 	}
 	return nil
-}
-
-func unreadOf(s model.State) int {
-	if s.IsUnread() {
-		return 1
-	}
-	return 0
 }
 
 // jsonText encodes v as a JSON text value, or SQL NULL when !present. It
