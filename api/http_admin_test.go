@@ -299,3 +299,18 @@ func TestHTTPMetrics(t *testing.T) {
 		t.Logf("metrics:\n%s", r.body)
 	}
 }
+
+func TestHTTPPprofAdminOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wantErr(t, e.do(t, "GET", "/debug/pprof/heap", "", nil), 401, wire.CodeUnauthorized, "")
+	wantErr(t, e.do(t, "GET", "/debug/pprof/heap", e.alice, nil), 403, wire.CodeForbidden, "")
+	wantErr(t, e.do(t, "GET", "/debug/pprof/nosuch", e.admin, nil), 404, wire.CodeNotFound, "")
+	for _, p := range []string{"heap", "allocs", "goroutine", "mutex", "profile?seconds=1"} {
+		r := e.do(t, "GET", "/debug/pprof/"+p, e.admin, nil)
+		// A pprof protobuf is gzipped: it starts with the gzip magic.
+		if r.status != 200 || len(r.body) < 2 || r.body[0] != 0x1f || r.body[1] != 0x8b {
+			t.Errorf("%s: status %d, %d bytes", p, r.status, len(r.body))
+		}
+	}
+}

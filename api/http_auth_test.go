@@ -54,6 +54,14 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 		{"GET", "/v1/scheduled", "/v1/scheduled", nil},
 		{"POST", "/v1/scheduled/flush", "/v1/scheduled/flush", wire.FlushRequest{}},
 		{"POST", "/v1/tokens", "/v1/tokens", wire.TokenRequest{DID: "did:x", Role: model.RoleAgent}},
+		{"POST", "/v1/consumers", "/v1/consumers", wire.ConsumerRequest{Owner: didAlice, Name: "c1", SourceOwner: didAlice, SourceBox: "INBOX"}},
+		{"GET", "/v1/consumers", "/v1/consumers", nil},
+		{"GET", "/v1/consumers/{owner}/{name}", "/v1/consumers/did:alice/c1", nil},
+		{"POST", "/v1/consumers/{owner}/{name}/ack", "/v1/consumers/did:alice/c1/ack", wire.AckRequest{Seq: 0}},
+		{"DELETE", "/v1/consumers/{owner}/{name}", "/v1/consumers/did:alice/c1", nil},
+		{"GET", "/v1/admin/retention", "/v1/admin/retention", nil},
+		{"POST", "/v1/admin/retention/run", "/v1/admin/retention/run", nil},
+		{"GET", "/debug/pprof/{profile}", "/debug/pprof/heap", nil},
 	}
 }
 
@@ -122,7 +130,7 @@ func TestHTTPUnauthorized(t *testing.T) {
 			if strings.HasSuffix(c.pattern, "/stream") {
 				continue // a stream does not end: see http_stream_test.go
 			}
-			if r := e.do(t, c.method, c.path, e.admin, c.body); r.status != 200 && r.status != 204 && r.status != 409 {
+			if r := e.do(t, c.method, c.path, e.admin, c.body); r.status != 200 && r.status != 201 && r.status != 204 && r.status != 409 {
 				t.Errorf("%s %s as admin: %s", c.method, c.path, r)
 			}
 		}

@@ -25,6 +25,8 @@ type Metrics struct {
 	dead     *prometheus.CounterVec
 	expired  *prometheus.CounterVec
 	created  *prometheus.CounterVec
+	purged   *prometheus.CounterVec
+	purgedMs prometheus.Counter
 	sched    prometheus.Counter
 	requests *prometheus.HistogramVec
 
@@ -51,6 +53,10 @@ func NewMetrics() *Metrics {
 			Help: "Leases that expired before an ack."}, []string{"box"}),
 		created: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_records_created_total",
 			Help: "Records created."}, []string{"box"}),
+		purged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_purged_records_total",
+			Help: "Records deleted by retention, by box family."}, []string{"box"}),
+		purgedMs: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgcenter_purged_messages_total",
+			Help: "Message bodies deleted by retention once no record referred to them."}),
 		sched: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgcenter_scheduled_total",
 			Help: "Delayed messages scheduled."}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgcenter_http_request_duration_seconds",
@@ -66,28 +72,36 @@ func NewMetrics() *Metrics {
 	for _, k := range []string{streamKindBox, streamKindEvents} {
 		m.streams.WithLabelValues(k)
 	}
-	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.sched, m.requests,
+	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.purged, m.purgedMs, m.sched, m.requests,
 		m.streams, m.ownersOnline, m.streamsSlow,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // Claimed implements core.Metrics.
-func (m *Metrics) Claimed(b model.BoxKind) { m.claims.WithLabelValues(string(b)).Inc() }
+func (m *Metrics) Claimed(b model.BoxKind) { m.claims.WithLabelValues(string(b.Family())).Inc() }
 
 // Retried implements core.Metrics.
-func (m *Metrics) Retried(b model.BoxKind) { m.retries.WithLabelValues(string(b)).Inc() }
+func (m *Metrics) Retried(b model.BoxKind) { m.retries.WithLabelValues(string(b.Family())).Inc() }
 
 // Dead implements core.Metrics.
-func (m *Metrics) Dead(b model.BoxKind) { m.dead.WithLabelValues(string(b)).Inc() }
+func (m *Metrics) Dead(b model.BoxKind) { m.dead.WithLabelValues(string(b.Family())).Inc() }
 
 // LeaseExpired implements core.Metrics.
-func (m *Metrics) LeaseExpired(b model.BoxKind) { m.expired.WithLabelValues(string(b)).Inc() }
+func (m *Metrics) LeaseExpired(b model.BoxKind) { m.expired.WithLabelValues(string(b.Family())).Inc() }
 
 // Created implements core.Metrics.
 func (m *Metrics) Created(b model.BoxKind, n int) {
-	m.created.WithLabelValues(string(b)).Add(float64(n))
+	m.created.WithLabelValues(string(b.Family())).Add(float64(n))
 }
+
+// Purged implements core.Metrics.
+func (m *Metrics) Purged(b model.BoxKind, n int) {
+	m.purged.WithLabelValues(string(b.Family())).Add(float64(n))
+}
+
+// PurgedMessages implements core.Metrics.
+func (m *Metrics) PurgedMessages(n int) { m.purgedMs.Add(float64(n)) }
 
 // Scheduled implements core.Metrics.
 func (m *Metrics) Scheduled() { m.sched.Inc() }
@@ -136,8 +150,20 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	st := c.stats
 	c.mu.Unlock()
+	// Every consumer has its own box; the gauge speaks of box families,
+	// so its label set stays bounded however many consumers exist.
+	type key struct{ box, state string }
+	counts := make(map[key]int64, len(st.Records))
+	var order []key
 	for _, r := range st.Records {
-		ch <- prometheus.MustNewConstMetric(c.records, prometheus.GaugeValue, float64(r.Count), string(r.Box), string(r.State))
+		k := key{string(r.Box.Family()), string(r.State)}
+		if _, ok := counts[k]; !ok {
+			order = append(order, k)
+		}
+		counts[k] += r.Count
+	}
+	for _, k := range order {
+		ch <- prometheus.MustNewConstMetric(c.records, prometheus.GaugeValue, float64(counts[k]), k.box, k.state)
 	}
 	ch <- prometheus.MustNewConstMetric(c.sched, prometheus.GaugeValue, float64(st.Scheduled))
 }

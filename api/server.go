@@ -47,6 +47,9 @@ type API struct {
 
 	closeOnce sync.Once
 	closing   chan struct{}
+	// contention turns block and mutex profiling on at the first request
+	// for such a profile.
+	contention sync.Once
 }
 
 // Route is one method and path pattern the API serves.
@@ -167,9 +170,17 @@ func (a *API) routes() []route {
 		r("GET", "/v1/owners/{owner}/presence", a.presence),
 		r("GET", "/v1/events", a.events),
 		stream("/v1/events/stream", a.eventStream),
+		r("POST", "/v1/consumers", a.createConsumer),
+		r("GET", "/v1/consumers", a.listConsumers),
+		r("GET", "/v1/consumers/{owner}/{name}", a.getConsumer),
+		r("DELETE", "/v1/consumers/{owner}/{name}", a.deleteConsumer),
+		r("POST", "/v1/consumers/{owner}/{name}/ack", a.ackConsumer),
 		r("GET", "/v1/scheduled", a.scheduled),
 		r("POST", "/v1/scheduled/flush", a.flushScheduled),
 		r("POST", "/v1/tokens", a.createToken),
+		r("GET", "/v1/admin/retention", a.retentionPolicy),
+		r("POST", "/v1/admin/retention/run", a.runRetention),
+		r("GET", "/debug/pprof/{profile}", a.debugPprof),
 	}
 }
 

@@ -66,15 +66,21 @@ type source struct {
 	fetch func(ctx context.Context, after int64) ([]frame, error)
 	// recheck, when set, reads again that often even without a notification.
 	recheck time.Duration
+	// ack, when set, takes a WebSocket client's {"type":"ack","seq":N}: a
+	// durable consumer's box stream advances the consumer's cursor. It
+	// returns the cursor after the ack.
+	ack func(ctx context.Context, seq int64) (int64, error)
 }
 
 // sink writes frames to one client. send gets one page at a time.
 // interrupted is a channel closed when the sink cannot go on even though
-// nothing is being sent (nil if that cannot happen) and the error to end with.
+// nothing is being sent (nil if that cannot happen); cause is then the error
+// to end with.
 type sink interface {
 	send(ctx context.Context, frames []frame) error
 	heartbeat(ctx context.Context) error
-	interrupted() (<-chan struct{}, error)
+	interrupted() <-chan struct{}
+	cause() error
 }
 
 // streamMode is how the client asked to be served.
@@ -103,32 +109,42 @@ func negotiate(r *http.Request) streamMode {
 
 // startCursor is the cursor to resume after: the Last-Event-ID header (an
 // EventSource reconnecting to the same URL sends it) wins over the query
-// parameter.
-func startCursor(r *http.Request, param string) (int64, error) {
-	after, err := queryInt(r, param)
-	if err != nil {
-		return 0, err
+// parameter. given is false when the client sent neither.
+func startCursor(r *http.Request, param string) (after int64, given bool, err error) {
+	if after, err = queryInt(r, param); err != nil {
+		return 0, false, err
 	}
+	given = r.URL.Query().Get(param) != ""
 	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return 0, model.Invalid("Last-Event-ID", "must be an integer, got "+strconv.Quote(v))
+			return 0, false, model.Invalid("Last-Event-ID", "must be an integer, got "+strconv.Quote(v))
 		}
+		given = true
 	}
 	if after < 0 {
-		return 0, model.Invalid(param, "must not be negative")
+		return 0, false, model.Invalid(param, "must not be negative")
 	}
-	return after, nil
+	return after, given, nil
 }
 
-// boxStream is GET /v1/boxes/{owner}/{box}/stream.
+// boxStream is GET /v1/boxes/{owner}/{box}/stream. A durable consumer's
+// box streamed without a cursor (neither after_seq nor Last-Event-ID)
+// starts after the consumer's acknowledged cursor, and its WebSocket takes
+// acks (see serveWebSocket).
 func (a *API) boxStream(w http.ResponseWriter, r *http.Request, who model.Identity) error {
 	owner, box, err := pathBox(r)
 	if err != nil {
 		return err
 	}
-	after, err := startCursor(r, "after_seq")
+	after, given, err := startCursor(r, "after_seq")
 	if err != nil {
 		return err
+	}
+	name, isConsumer := box.ConsumerName()
+	if isConsumer && !given {
+		if after, _, err = a.svc.ConsumerCursor(r.Context(), who, owner, box); err != nil {
+			return err
+		}
 	}
 	src := &source{
 		kind:  streamKindBox,
@@ -150,12 +166,21 @@ func (a *API) boxStream(w http.ResponseWriter, r *http.Request, who model.Identi
 			return out, nil
 		},
 	}
+	if isConsumer {
+		src.ack = func(ctx context.Context, seq int64) (int64, error) {
+			c, err := a.svc.AckConsumer(ctx, who, owner, name, seq)
+			if err != nil {
+				return 0, err
+			}
+			return c.AckedSeq, nil
+		}
+	}
 	return a.serveStream(w, r, who, src, after)
 }
 
 // eventStream is GET /v1/events/stream.
 func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Identity) error {
-	after, err := startCursor(r, "after")
+	after, _, err := startCursor(r, "after")
 	if err != nil {
 		return err
 	}
@@ -245,7 +270,7 @@ func (a *API) pump(ctx context.Context, st *streamState, out sink) error {
 		defer t.Stop()
 		recheck = t.C
 	}
-	broken, brokenErr := out.interrupted()
+	broken := out.interrupted()
 	frames := st.first
 	for {
 		if len(frames) > 0 {
@@ -263,7 +288,7 @@ func (a *API) pump(ctx context.Context, st *streamState, out sink) error {
 				case <-a.closing:
 					return errClosing
 				case <-broken:
-					return brokenErr
+					return out.cause()
 				case <-st.changed:
 					break wait
 				case <-recheck:

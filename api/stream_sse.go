@@ -45,7 +45,9 @@ func (s *sseSink) send(_ context.Context, frames []frame) error {
 }
 
 // interrupted: an SSE write fails by itself at its deadline.
-func (s *sseSink) interrupted() (<-chan struct{}, error) { return nil, nil }
+func (s *sseSink) interrupted() <-chan struct{} { return nil }
+
+func (s *sseSink) cause() error { return nil }
 
 func (s *sseSink) heartbeat(context.Context) error {
 	if err := s.write([]byte(": ping\n\n")); err != nil {

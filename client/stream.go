@@ -34,6 +34,10 @@ const (
 // drops, or the server restarts, it reconnects with backoff and resumes after
 // the last seq fn accepted, so fn sees every record exactly once. Errors the
 // server answers with (401, 403, 404, 400) end it: retrying cannot help.
+//
+// A negative afterSeq leaves the start to the server: after a durable
+// consumer's acknowledged cursor on a consumer's box (see StreamConsumer),
+// from the beginning on any other box.
 func (c *Client) StreamBox(ctx context.Context, owner string, box model.BoxKind, afterSeq int64, fn func(wire.StreamFrame) error) error {
 	return c.stream(ctx, boxPath(owner, box, "stream"), "after_seq", afterSeq, func(id int64, data []byte) error {
 		var f wire.StreamFrame
@@ -116,17 +120,23 @@ func (c *Client) streamOnce(ctx context.Context, path, param string, after *int6
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	u := c.base + path
-	sep := "?"
-	if bytes.ContainsRune([]byte(path), '?') {
-		sep = "&"
+	// A negative cursor (nothing seen yet, start where the server says)
+	// sends none.
+	if *after >= 0 {
+		sep := "?"
+		if bytes.ContainsRune([]byte(path), '?') {
+			sep = "&"
+		}
+		u += sep + param + "=" + strconv.FormatInt(*after, 10)
 	}
-	u += sep + param + "=" + strconv.FormatInt(*after, 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return false, fmt.Errorf("msgcenter: build stream request: %w", err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Last-Event-ID", strconv.FormatInt(*after, 10))
+	if *after >= 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(*after, 10))
+	}
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
 	}

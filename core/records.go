@@ -157,7 +157,9 @@ func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, re
 	d.Attempts++
 	d.ErrorCode, d.ErrorMessage, d.RetryAfterMS = code, msg, retryAfterMS
 	d.LastError = code
-	if msg != "" {
+	if code == "" {
+		d.LastError = msg
+	} else if msg != "" {
 		d.LastError = code + ": " + msg
 	}
 	u := &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID, NowMS: now, EventType: eventType}

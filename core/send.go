@@ -227,6 +227,7 @@ func (s *Service) apply(ctx context.Context, p *store.Plan) error {
 		s.cfg.Metrics.Created(r.BoxKind, 1)
 	}
 	s.changedRecords(res.Created)
+	s.pump.sourceChanged(res.Created)
 	return nil
 }
 

@@ -37,6 +37,8 @@ type Config struct {
 	// IdleRecheck is how long background loops sleep at most when they know
 	// of no upcoming work, as a safety net (default 5 s).
 	IdleRecheck time.Duration
+	// Retention is the retention policy.
+	Retention RetentionConfig
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -72,6 +74,7 @@ func (c *Config) setDefaults() {
 	if c.IdleRecheck <= 0 {
 		c.IdleRecheck = 5 * time.Second
 	}
+	c.Retention.setDefaults()
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -90,6 +93,7 @@ type Service struct {
 	cfg    Config
 	log    *slog.Logger
 	notify *notifier
+	pump   *pump
 
 	// schedMu keeps materialization of delayed messages in due order when
 	// the scheduler loop and an admin flush run at once.
@@ -110,6 +114,7 @@ func New(st store.Store, cfg Config) *Service {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		notify:     newNotifier(),
+		pump:       newPump(),
 		schedKick:  make(chan struct{}, 1),
 		reaperKick: make(chan struct{}, 1),
 		listening:  make(chan struct{}),
@@ -132,13 +137,16 @@ func (s *Service) Config() Config { return s.cfg }
 
 func (s *Service) nowMS() int64 { return s.cfg.Now().UnixMilli() }
 
-// Run does the background work — materializing due delayed messages and
-// returning records whose lease expired — until ctx is done.
+// Run does the background work — materializing due delayed messages,
+// returning records whose lease expired, feeding durable consumers and
+// retention — until ctx is done.
 func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(4)
 	go func() { defer wg.Done(); s.runScheduler(ctx) }()
 	go func() { defer wg.Done(); s.runReaper(ctx) }()
+	go func() { defer wg.Done(); s.runPump(ctx) }()
+	go func() { defer wg.Done(); s.runRetention(ctx) }()
 	if n, ok := s.st.(store.Notifier); ok {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.listen(ctx, n) }()
@@ -157,6 +165,7 @@ func (s *Service) listen(ctx context.Context, n store.Notifier) {
 				return
 			}
 			s.notify.Changed(c.Owner, c.Box)
+			s.pump.unknownConsumer(c.Owner, c.Box)
 		})
 		if ctx.Err() != nil {
 			return
@@ -166,6 +175,10 @@ func (s *Service) listen(ctx context.Context, n store.Notifier) {
 		// waiter to look again.
 		s.notify.ChangedAll()
 		kick(s.schedKick)
+		s.pump.mu.Lock()
+		s.pump.reload = true
+		s.pump.mu.Unlock()
+		kick(s.pump.kick)
 		select {
 		case <-ctx.Done():
 			return
@@ -202,6 +215,9 @@ type Metrics interface {
 	LeaseExpired(box model.BoxKind)
 	Created(box model.BoxKind, n int)
 	Scheduled()
+	// Purged counts records retention deleted, by box family.
+	Purged(box model.BoxKind, n int)
+	PurgedMessages(n int)
 }
 
 type noMetrics struct{}
@@ -212,3 +228,5 @@ func (noMetrics) Dead(model.BoxKind)         {}
 func (noMetrics) LeaseExpired(model.BoxKind) {}
 func (noMetrics) Created(model.BoxKind, int) {}
 func (noMetrics) Scheduled()                 {}
+func (noMetrics) Purged(model.BoxKind, int)  {}
+func (noMetrics) PurgedMessages(int)         {}

@@ -94,6 +94,7 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.Core.Logger = log
 	svc := core.New(st, cfg.Core)
 	metrics.WatchService(svc)
+	logRetention(log, svc.Config().Retention)
 	tokenPath := filepath.Join(cfg.DataDir, AdminTokenFile)
 	if err := ensureAdminToken(ctx, svc, tokenPath); err != nil {
 		return err
@@ -284,4 +285,20 @@ func (f *freshConns) closeAll() {
 		c.Close()
 		delete(f.m, c)
 	}
+}
+
+// logRetention says at start which retention policy is in force.
+func logRetention(log *slog.Logger, r core.RetentionConfig) {
+	keep := func(d time.Duration) string {
+		if d < 0 {
+			return "forever"
+		}
+		return d.String()
+	}
+	var fams []string
+	for _, f := range core.Families() {
+		fams = append(fams, string(f)+"="+keep(r.Terminal[f]))
+	}
+	log.Info("retention", "finished_records", strings.Join(fams, ","), "events", keep(r.Events),
+		"interval", r.Interval.String(), "background", !r.Disabled)
 }

@@ -93,6 +93,8 @@ type Store interface {
 	ListConversations(ctx context.Context, owner string, limit int) ([]model.Conversation, error)
 	ListEvents(ctx context.Context, f EventFilter) ([]model.Event, error)
 
+	Consumers
+
 	PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error
 	// Token returns model.ErrNotFound for an unknown hash.
 	Token(ctx context.Context, hash string) (model.Identity, error)

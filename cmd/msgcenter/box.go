@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -143,27 +144,7 @@ has nothing within --wait.`,
 			if err != nil {
 				return err
 			}
-			res, err := c.Next(cmd.Context(), a[0], box, req)
-			if err != nil {
-				return err
-			}
-			if res == nil {
-				if g.JSON {
-					_, err := fmt.Fprintln(cmd.OutOrStdout(), "null")
-					return err
-				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "no record available in %s %s\n", a[0], box)
-				return err
-			}
-			return g.emit(cmd, res, func(w io.Writer) error {
-				if err := printRecord(w, res); err != nil {
-					return err
-				}
-				if l := res.Record.Lease; l != nil {
-					fmt.Fprintf(w, "\nack with:  msgcenter record ack %s --lease-id %s\n", res.Record.RecordID, l.ID)
-				}
-				return nil
-			})
+			return runBoxNext(g, cmd, c, a[0], box, req, "msgcenter record ack %s --lease-id %s")
 		},
 	}
 	fs := cmd.Flags()
@@ -174,6 +155,33 @@ has nothing within --wait.`,
 	fs.StringVar(&holder, "holder", "", "name of the consumer holding the lease (shown to others)")
 	fs.BoolVar(&noObject, "no-object", false, "do not fetch the message body")
 	return cmd
+}
+
+// runBoxNext claims (or peeks at) the next record of a box and prints it;
+// ackHint, a format taking the record id and the lease id, tells how to
+// ack a claimed record.
+func runBoxNext(g *globals, cmd *cobra.Command, c *client.Client, owner string, box model.BoxKind, req *wire.NextRequest, ackHint string) error {
+	res, err := c.Next(cmd.Context(), owner, box, req)
+	if err != nil {
+		return err
+	}
+	if res == nil {
+		if g.JSON {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "null")
+			return err
+		}
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "no record available in %s %s\n", owner, box)
+		return err
+	}
+	return g.emit(cmd, res, func(w io.Writer) error {
+		if err := printRecord(w, res); err != nil {
+			return err
+		}
+		if l := res.Record.Lease; l != nil {
+			fmt.Fprintf(w, "\nack with:  "+ackHint+"\n", res.Record.RecordID, l.ID)
+		}
+		return nil
+	})
 }
 
 func newBoxSyncCmd(g *globals) *cobra.Command {

@@ -13,7 +13,7 @@ import (
 func parseBox(s string) (model.BoxKind, error) {
 	b, err := model.ParseBoxKind(s)
 	if err != nil {
-		return "", usagef("BOX %q is not a box kind; want one of %s", s, joinBoxKinds())
+		return "", usagef("BOX %q is not a box kind; want one of %s, or consumer:NAME", s, joinBoxKinds())
 	}
 	return b, nil
 }

@@ -59,7 +59,8 @@ With no flags the CLI talks to ` + defaultServer + ` using the admin token that
 serve writes to ./` + defaultDataDir + `/` + adminTokenFile + `.
 
 DIDs are used verbatim (did:web:example.com/alice is fine). BOX is one of
-INBOX, OUTBOX, GROUP_INBOX, TUNNEL_OUTBOX, REQUEST_BOX (any letter case).`,
+INBOX, OUTBOX, GROUP_INBOX, TUNNEL_OUTBOX, REQUEST_BOX (any letter case), or
+consumer:NAME, the box of a durable consumer (see "msgcenter consumer").`,
 		SilenceErrors: true, // run() prints errors in one consistent format
 		SilenceUsage:  true, // a failed API call is not a usage problem
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -93,6 +94,8 @@ INBOX, OUTBOX, GROUP_INBOX, TUNNEL_OUTBOX, REQUEST_BOX (any letter case).`,
 		newConversationsCmd(g),
 		newEventsCmd(g),
 		newScheduledCmd(g),
+		newConsumerCmd(g),
+		newRetentionCmd(g),
 		newMessageCmd(g),
 		newHealthCmd(g),
 	)

@@ -18,6 +18,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		storeKind, postgresURL                  string
 		maxAttempts, maxMessageBytes            int
 		defaultLease                            time.Duration
+		retention                               retentionFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -29,7 +30,14 @@ by default. SIGINT/SIGTERM drain in-flight requests and stop cleanly.
 
 With --store postgres --postgres-url URL any number of nodes share one
 PostgreSQL database (each node still keeps its lock and admin token in its
-own --data directory). See docs/deploy.md.`,
+own --data directory). See docs/deploy.md.
+
+Retention deletes finished records (READED, SENT, DEAD, ARCHIVED, DELETED)
+30 days after their last change, per box family, and events after 30 days;
+acknowledged records of durable consumers go at the next pass. Records a
+consumer has not examined yet are kept. For example:
+
+  msgcenter serve --retention INBOX=90d,CONSUMER=1d,TUNNEL_OUTBOX=off --retention-events 7d`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("listen") {
@@ -51,6 +59,10 @@ own --data directory). See docs/deploy.md.`,
 			if defaultLease < time.Second {
 				return usagef("--default-lease must be at least 1s")
 			}
+			ret, err := retention.config(cmd, g)
+			if err != nil {
+				return err
+			}
 			return server.Run(cmd.Context(), server.Config{
 				DataDir:     g.DataDir,
 				Listen:      listen,
@@ -59,7 +71,7 @@ own --data directory). See docs/deploy.md.`,
 				Durability:  durability,
 				Logger:      log,
 				Core: core.Config{MaxAttempts: maxAttempts, MaxMessageBytes: maxMessageBytes,
-					DefaultLease: defaultLease},
+					DefaultLease: defaultLease, Retention: ret},
 			})
 		},
 	}
@@ -70,6 +82,7 @@ own --data directory). See docs/deploy.md.`,
 	f.IntVar(&maxAttempts, "max-attempts", 3, "failed attempts after which a record is DEAD")
 	f.IntVar(&maxMessageBytes, "max-message-bytes", 1<<20, "largest accepted message (canonical JSON bytes)")
 	f.DurationVar(&defaultLease, "default-lease", 300*time.Second, "lease of a claim that names none")
+	retention.bind(f)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

@@ -30,12 +30,16 @@ func newBoxStreamCmd(g *globals) *cobra.Command {
 			if after < 0 {
 				return usagef("--after %d: must not be negative", after)
 			}
+			start := after
+			if _, ok := box.ConsumerName(); ok && !cmd.Flags().Changed("after") {
+				start = -1 // the server's: after the consumer's cursor
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			err = c.StreamBox(cmd.Context(), a[0], box, after, func(f wire.StreamFrame) error {
+			err = c.StreamBox(cmd.Context(), a[0], box, start, func(f wire.StreamFrame) error {
 				if g.JSON {
 					// One compact object per line, for jq and scripts.
 					b, err := json.Marshal(f)
@@ -55,6 +59,6 @@ func newBoxStreamCmd(g *globals) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().Int64Var(&after, "after", 0, "start after this seq (0: replay the whole box first)")
+	cmd.Flags().Int64Var(&after, "after", 0, "start after this seq (0: replay the whole box first; a consumer's box starts after its cursor unless --after is given)")
 	return cmd
 }

@@ -12,7 +12,15 @@
 //   - Seqs come from a per-box counter row (box_seqs) that Apply locks for
 //     the rest of its transaction, so per box, seq order is commit order
 //     (see lockBoxes in records_write.go).
-//   - Updates are compare-and-sets (WHERE state = From [AND lease_id = ...]).
+//   - Updates are compare-and-sets (WHERE state = From [AND lease_id = ...]),
+//     and so is a consumer's advance (WHERE source_seq = From).
+//   - Retention takes records and bodies FOR UPDATE SKIP LOCKED, so it never
+//     waits for writers; a writer reusing a body holds that body's row lock
+//     until it commits, which keeps the purge off it (see purge.go).
+//   - Event ids come from a sequence, taken by transactions that commit in
+//     any order; ListEvents returns only ids no transaction in flight can
+//     still fill in below, which it proves with transaction ids and without
+//     a lock (see events.go).
 //   - Idempotency keys, message bodies and scheduled entries are unique keys
 //     written with ON CONFLICT, so concurrent duplicates wait for the first
 //     writer and then see its row.
@@ -62,6 +70,8 @@ type Store struct {
 	// are per database, and nodes of different schemas must not wake
 	// each other.
 	channel string
+	// events proves which event ids are final (events.go).
+	events eventHorizon
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -85,7 +95,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: current schema: %w", err)
 	}
-	return &Store{pool: pool, log: log, channel: channelFor(schema)}, nil
+	return &Store{pool: pool, log: log, channel: channelFor(schema), events: eventHorizon{wait: eventWait}}, nil
 }
 
 // newPool builds the connection pool, with search_path set when a schema

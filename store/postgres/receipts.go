@@ -112,42 +112,6 @@ func (s *Store) ListConversations(ctx context.Context, owner string, limit int) 
 	return out, nil
 }
 
-// ListEvents pages the event log after f.After, optionally for one owner.
-//
-// Event ids come from a sequence, so they are unique and increasing in
-// insertion order, but concurrent transactions may commit out of id order:
-// unlike store/sqlite, a page can momentarily lack an id lower than its
-// last one that commits a moment later.
-func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]model.Event, error) {
-	var q query
-	q.b.WriteString(`SELECT event_id, type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail
-		FROM events WHERE event_id > ` + q.arg(f.After))
-	if f.Owner != "" {
-		q.b.WriteString(" AND owner = " + q.arg(f.Owner))
-	}
-	q.b.WriteString(" ORDER BY event_id LIMIT " + q.arg(limitOr(f.Limit, defaultLimit)))
-	rows, err := s.pool.Query(ctx, q.b.String(), q.args...)
-	if err != nil {
-		return nil, fail("list events", err)
-	}
-	defer rows.Close()
-	out := []model.Event{}
-	for rows.Next() {
-		var e model.Event
-		var box, from, to string
-		if err := rows.Scan(&e.EventID, &e.Type, &e.Owner, &box, &e.RecordID, &e.MsgID,
-			&from, &to, &e.AtMS, &e.Detail); err != nil {
-			return nil, fail("list events", err)
-		}
-		e.BoxKind, e.FromState, e.ToState = model.BoxKind(box), model.State(from), model.State(to)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fail("list events", err)
-	}
-	return out, nil
-}
-
 // PutToken binds a token hash to an identity, replacing any earlier binding.
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO tokens (hash, did, role, created_at_ms) VALUES ($1, $2, $3, $4)

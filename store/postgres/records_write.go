@@ -30,9 +30,16 @@ const (
 	sqlInsertIdem = `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (scope, key) DO NOTHING`
 	sqlGetIdem = `SELECT msg_id FROM idempotency WHERE scope = $1 AND key = $2`
-	// Ids are content hashes, so an existing body is the same body.
-	sqlInsertMsg = `INSERT INTO messages (msg_id, body, created_at_ms) VALUES ($1, $2, $3)
-		ON CONFLICT (msg_id) DO NOTHING`
+	// Ids are content hashes, so an existing body is the same body: only
+	// its ref_at_ms is refreshed. DO UPDATE rather than DO NOTHING because
+	// it locks the row until commit even when its WHERE skips the write, and
+	// a refreshed time fails the purge's age check: together they keep a
+	// concurrent orphan purge off a body this transaction is about to refer
+	// to (see 0002_consumers.sql and deleteOrphanBodies). The WHERE spares
+	// a write when the body was already refreshed as late.
+	sqlInsertMsg = `INSERT INTO messages (msg_id, body, created_at_ms, ref_at_ms) VALUES ($1, $2, $3, $3)
+		ON CONFLICT (msg_id) DO UPDATE SET ref_at_ms = excluded.ref_at_ms
+		WHERE messages.ref_at_ms < excluded.ref_at_ms`
 	sqlConsumeSched = `WITH d AS (DELETE FROM scheduled WHERE sched_id = $1 RETURNING sched_id),
 			r AS (DELETE FROM scheduled_recipients WHERE sched_id IN (SELECT sched_id FROM d))
 		SELECT count(*) FROM d`
@@ -102,13 +109,9 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 		if p.ConsumeSchedule != 0 {
 			b.Queue(sqlConsumeSched, p.ConsumeSchedule)
 		}
-		lockBoxes(b, recs)
-		for i := range recs {
-			if err := queueInsertRecord(b, &recs[i], p.NowMS); err != nil {
-				return err
-			}
+		if err := s.queueRecords(b, recs, p.NowMS); err != nil {
+			return err
 		}
-		b.Queue(sqlNotify, s.channel, changedBoxes(recs))
 
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
@@ -134,24 +137,8 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 				return model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
 			}
 		}
-		for range distinctBoxes(recs) {
-			if _, err := br.Exec(); err != nil {
-				return fail("lock box", err)
-			}
-		}
-		for i := range recs {
-			err := br.QueryRow().Scan(&recs[i].Seq)
-			if errors.Is(err, pgx.ErrNoRows) {
-				res.Existing = append(res.Existing, recs[i].RecordID)
-				continue
-			}
-			if err != nil {
-				return fail("insert record "+recs[i].RecordID, err)
-			}
-			res.Created = append(res.Created, recs[i])
-		}
-		if _, err := br.Exec(); err != nil {
-			return fail("notify", err)
+		if err := readRecords(br, recs, res); err != nil {
+			return err
 		}
 		if err := br.Close(); err != nil {
 			return fail("apply", err)
@@ -167,6 +154,48 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 		return nil, err
 	}
 	return res, nil
+}
+
+// queueRecords queues everything inserting recs takes, in this order: the
+// lock of every box they go to (lockBoxes), one sqlInsertRecord per record
+// (seq, record.created event, conversation), and the notification of their
+// boxes, which PostgreSQL delivers at commit, so other nodes' long polls
+// and streams wake up once the records are visible. Apply and
+// AdvanceConsumer share it; readRecords reads its results.
+func (s *Store) queueRecords(b *pgx.Batch, recs []model.Record, nowMS int64) error {
+	lockBoxes(b, recs)
+	for i := range recs {
+		if err := queueInsertRecord(b, &recs[i], nowMS); err != nil {
+			return err
+		}
+	}
+	b.Queue(sqlNotify, s.channel, changedBoxes(recs))
+	return nil
+}
+
+// readRecords reads the results queueRecords queued, setting each new
+// record's seq and sorting recs into res.Created and res.Existing.
+func readRecords(br pgx.BatchResults, recs []model.Record, res *store.ApplyResult) error {
+	for range distinctBoxes(recs) {
+		if _, err := br.Exec(); err != nil {
+			return fail("lock box", err)
+		}
+	}
+	for i := range recs {
+		err := br.QueryRow().Scan(&recs[i].Seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			res.Existing = append(res.Existing, recs[i].RecordID)
+			continue
+		}
+		if err != nil {
+			return fail("insert record "+recs[i].RecordID, err)
+		}
+		res.Created = append(res.Created, recs[i])
+	}
+	if _, err := br.Exec(); err != nil {
+		return fail("notify", err)
+	}
+	return nil
 }
 
 // checkIdem fails with a conflict if the key, which already existed, is

@@ -39,34 +39,7 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 		if len(p.Records) == 0 {
 			return nil
 		}
-		w := s.txStmts(ctx, tx)
-		for i := range p.Records {
-			rec := p.Records[i]
-			created, err := w.insertRecord(ctx, &rec, p.NowMS)
-			if err != nil {
-				return err
-			}
-			if !created {
-				res.Existing = append(res.Existing, rec.RecordID)
-				continue
-			}
-			if err := w.event(ctx, model.EventRecordCreated, &rec, "", rec.State, p.NowMS, ""); err != nil {
-				return err
-			}
-			if rec.BoxKind.HasConversations() && rec.ThreadKey != "" {
-				unread := 0
-				if rec.State.IsUnread() {
-					unread = 1
-				}
-				_, err := w.bind(&w.upsertConv, w.st.upsertConv).ExecContext(ctx, rec.Owner, rec.ThreadKey,
-					rec.MsgID, rec.RecordID, string(rec.BoxKind), rec.Seq, unread, p.NowMS)
-				if err != nil {
-					return fmt.Errorf("sqlite: update conversation: %w", err)
-				}
-			}
-			res.Created = append(res.Created, rec)
-		}
-		return nil
+		return s.txStmts(ctx, tx).insertRecords(ctx, p.Records, p.NowMS, res)
 	})
 	if err != nil {
 		return nil, err
@@ -95,7 +68,8 @@ func (s *Store) bindIdem(ctx context.Context, tx *sql.Tx, idem *store.Idempotenc
 }
 
 // putMessage stores a body unless one is already stored: ids are content
-// hashes, so an existing body is the same body.
+// hashes, so an existing body is the same body. Storing it again refreshes
+// its time, which retention reads as "last stored" (see store.Purge).
 func (s *Store) putMessage(ctx context.Context, tx *sql.Tx, msgID string, body []byte, nowMS int64) error {
 	if len(body) == 0 {
 		return nil
@@ -234,6 +208,41 @@ func (w *txWriter) insertRecord(ctx context.Context, rec *model.Record, nowMS in
 		return false, fmt.Errorf("sqlite: advance box seq: %w", err)
 	}
 	return true, nil
+}
+
+// insertRecords inserts every record of recs that does not exist yet, in
+// order, each with the next seq of its box and a record.created event, and
+// keeps conversations in step. It reports into res which records it
+// created and which existed. Apply and AdvanceConsumer share it, so a
+// record reaches a box the same way whatever put it there.
+func (w *txWriter) insertRecords(ctx context.Context, recs []model.Record, nowMS int64, res *store.ApplyResult) error {
+	for i := range recs {
+		rec := recs[i]
+		created, err := w.insertRecord(ctx, &rec, nowMS)
+		if err != nil {
+			return err
+		}
+		if !created {
+			res.Existing = append(res.Existing, rec.RecordID)
+			continue
+		}
+		if err := w.event(ctx, model.EventRecordCreated, &rec, "", rec.State, nowMS, ""); err != nil {
+			return err
+		}
+		if rec.BoxKind.HasConversations() && rec.ThreadKey != "" {
+			unread := 0
+			if rec.State.IsUnread() {
+				unread = 1
+			}
+			_, err := w.bind(&w.upsertConv, w.st.upsertConv).ExecContext(ctx, rec.Owner, rec.ThreadKey,
+				rec.MsgID, rec.RecordID, string(rec.BoxKind), rec.Seq, unread, nowMS)
+			if err != nil {
+				return fmt.Errorf("sqlite: update conversation: %w", err)
+			}
+		}
+		res.Created = append(res.Created, rec)
+	}
+	return nil
 }
 
 // event appends one record event.

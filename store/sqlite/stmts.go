@@ -29,9 +29,15 @@ type stmts struct {
 	recordState    *sql.Stmt
 	consumeSched   *sql.Stmt
 	consumeSchedTo *sql.Stmt
+	consumerW      *sql.Stmt
+	advanceCAS     *sql.Stmt
+	ackConsumer    *sql.Stmt
+	lastSeqW       *sql.Stmt
 
-	getRecord  *sql.Stmt // reader
-	getMessage *sql.Stmt // reader
+	getRecord   *sql.Stmt // reader
+	getMessage  *sql.Stmt // reader
+	getConsumer *sql.Stmt // reader
+	lastSeq     *sql.Stmt // reader
 }
 
 func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
@@ -39,8 +45,11 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		p *(*sql.Stmt)
 		q string
 	}{
+		// A body stored again keeps its bytes but takes the later time:
+		// retention keeps bodies stored after its MessagesBeforeMS.
 		{&st.insertMsg, `INSERT INTO messages (msg_id, body, created_at_ms) VALUES (?, ?, ?)
-			ON CONFLICT (msg_id) DO NOTHING`},
+			ON CONFLICT (msg_id) DO UPDATE SET created_at_ms = excluded.created_at_ms
+			WHERE excluded.created_at_ms > messages.created_at_ms`},
 		{&st.insertIdem, `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES (?, ?, ?, ?)
 			ON CONFLICT (scope, key) DO NOTHING`},
 		{&st.getIdem, `SELECT msg_id FROM idempotency WHERE scope = ? AND key = ?`},
@@ -91,6 +100,15 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		{&st.recordState, `SELECT state, COALESCE(lease_id, '') FROM records WHERE record_id = ?`},
 		{&st.consumeSched, `DELETE FROM scheduled WHERE sched_id = ?`},
 		{&st.consumeSchedTo, `DELETE FROM scheduled_recipients WHERE sched_id = ?`},
+		{&st.consumerW, consumerByKey},
+		// The compare-and-set of AdvanceConsumer: it matches only while
+		// source_seq is still where the caller examined the source from.
+		{&st.advanceCAS, `UPDATE consumers SET source_seq = ?1, updated_at_ms = ?2
+			WHERE owner = ?3 AND name = ?4 AND source_seq = ?5`},
+		// Only forward: an older or repeated ack changes nothing.
+		{&st.ackConsumer, `UPDATE consumers SET acked_seq = ?1, updated_at_ms = ?2
+			WHERE owner = ?3 AND name = ?4 AND acked_seq < ?1`},
+		{&st.lastSeqW, boxLastSeq},
 	}
 	for _, s := range ws {
 		p, err := w.PrepareContext(ctx, s.q)
@@ -105,6 +123,8 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 	}{
 		{&st.getRecord, `SELECT ` + recordCols + ` FROM records WHERE record_id = ?`},
 		{&st.getMessage, `SELECT body FROM messages WHERE msg_id = ?`},
+		{&st.getConsumer, consumerByKey},
+		{&st.lastSeq, boxLastSeq},
 	}
 	for _, s := range rs {
 		p, err := r.PrepareContext(ctx, s.q)
@@ -119,7 +139,8 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 func (st *stmts) close() {
 	for _, p := range []*sql.Stmt{st.insertMsg, st.insertIdem, st.getIdem, st.insertRecord,
 		st.bumpSeq, st.insertEvent, st.upsertConv, st.convUnread, st.claim, st.update,
-		st.recordState, st.consumeSched, st.consumeSchedTo, st.getRecord, st.getMessage} {
+		st.recordState, st.consumeSched, st.consumeSchedTo, st.consumerW, st.advanceCAS,
+		st.ackConsumer, st.lastSeqW, st.getRecord, st.getMessage, st.getConsumer, st.lastSeq} {
 		if p != nil {
 			p.Close()
 		}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 func concurrencyTests() []testCase {
 	return []testCase{
 		{"MixedReadersAndWriters", testMixedConcurrency},
+		{"EventCursorUnderWrites", testEventCursorUnderWrites},
 	}
 }
 
@@ -155,5 +157,109 @@ func testMixedConcurrency(t *testing.T, s store.Store) {
 	c := mustConv(t, s, alice, th)
 	if c.UnreadCount != 0 || c.LastSeq != messages {
 		t.Fatalf("alice's conversation after the run = %s; want unread 0, last seq %d", dump(c), messages)
+	}
+}
+
+// Readers follow the event log by cursor (the last event id they got, as
+// GET /v1/events and the event stream do) while several writers append to
+// it: each must end with every event exactly once. An event that becomes
+// visible below a cursor already moved past it would be lost for good.
+func testEventCursorUnderWrites(t *testing.T, s store.Store) {
+	boxes := []struct {
+		owner string
+		box   model.BoxKind
+	}{{alice, model.Inbox}, {alice, model.Outbox}, {bob, model.Inbox}, {carol, model.Outbox}}
+	writers, perWriter := len(boxes), 30
+	if raceEnabled {
+		perWriter = 12
+	}
+	var (
+		wg, writing sync.WaitGroup
+		done        atomic.Bool
+		errMu       sync.Mutex
+		errs        []error
+	)
+	fail := func(format string, args ...any) {
+		errMu.Lock()
+		errs = append(errs, fmt.Errorf(format, args...))
+		errMu.Unlock()
+	}
+	for w := range writers {
+		writing.Go(func() {
+			for i := range perWriter {
+				m := msgID(fmt.Sprintf("cursor-%d-%d", w, i))
+				now := base + int64(i)
+				// Two records, so two events per transaction, in a box no
+				// other writer uses: the writers never wait for each other.
+				if _, err := s.Apply(t.Context(), newPlan(m, now,
+					newRec(boxes[w].owner, boxes[w].box, m, now, withVariant("a")),
+					newRec(boxes[w].owner, boxes[w].box, m, now, withVariant("b")))); err != nil {
+					fail("Apply %d/%d: %v", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	// follow reads the log after its cursor until the writers are done and
+	// a read comes back empty.
+	follow := func(owner string, limit int) []model.Event {
+		var got []model.Event
+		var after int64
+		for {
+			last := done.Load() // before the read: an empty read after done is the end
+			page, err := s.ListEvents(t.Context(), store.EventFilter{After: after, Owner: owner, Limit: limit})
+			if err != nil {
+				fail("ListEvents(owner %q): %v", owner, err)
+				return got
+			}
+			if len(page) == 0 && last {
+				return got
+			}
+			for _, e := range page {
+				if e.EventID <= after {
+					fail("ListEvents(owner %q, after %d) returned event %d", owner, after, e.EventID)
+					return got
+				}
+				if owner != "" && e.Owner != owner {
+					fail("ListEvents(owner %q) returned an event of %q", owner, e.Owner)
+					return got
+				}
+				after = e.EventID
+			}
+			got = append(got, page...)
+		}
+	}
+	var all, alices []model.Event
+	wg.Go(func() { all = follow("", 7) })
+	wg.Go(func() { alices = follow(alice, 5) })
+	writing.Wait()
+	done.Store(true)
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	ids := func(evs []model.Event) []int64 {
+		out := make([]int64, len(evs))
+		for i, e := range evs {
+			out[i] = e.EventID
+		}
+		return out
+	}
+	wantAll := allEvents(t, s, "")
+	if len(wantAll) != 2*writers*perWriter {
+		t.Fatalf("%d events in the log, want %d", len(wantAll), 2*writers*perWriter)
+	}
+	if !slices.Equal(ids(all), ids(wantAll)) {
+		t.Fatalf("a reader following the log by cursor got %d events, the log has %d: ids\n %v\nwant\n %v",
+			len(all), len(wantAll), ids(all), ids(wantAll))
+	}
+	wantAlice := allEvents(t, s, alice)
+	if len(wantAlice) != 2*2*perWriter || !slices.Equal(ids(alices), ids(wantAlice)) {
+		t.Fatalf("a reader following alice's events by cursor got ids\n %v\nwant (%d)\n %v",
+			ids(alices), 2*2*perWriter, ids(wantAlice))
 	}
 }

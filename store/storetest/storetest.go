@@ -53,6 +53,8 @@ func groups() []group {
 		{"Receipts", receiptTests()},
 		{"Events", eventTests()},
 		{"Tokens", tokenTests()},
+		{"Consumers", consumerTests()},
+		{"Purge", purgeTests()},
 		{"Concurrency", concurrencyTests()},
 	}
 }

@@ -1,0 +1,152 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// DefaultRetention is how long finished records are kept (seed 002's
+// ARCHIVE_RETENTION) and events too, unless configured otherwise.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// purgeBatch bounds one purge transaction, so retention never holds the
+// writer (or row locks) long enough to be felt by senders.
+const purgeBatch = 1000
+
+// messageGrace is how long an unreferenced body is kept after it was last
+// stored: a body reused by a plan being applied right now is never taken
+// from under it.
+const messageGrace = time.Hour
+
+// RetentionConfig is the retention policy.
+type RetentionConfig struct {
+	// Terminal is how long records in a terminal state (READED, SENT, DEAD,
+	// ARCHIVED, DELETED) are kept after their last change, per box family
+	// (model.ConsumerFamily for every consumer's box). A family not listed
+	// keeps them DefaultRetention; a negative duration keeps them forever.
+	Terminal map[model.BoxKind]time.Duration
+	// Events is how long the event log is kept (default DefaultRetention;
+	// negative: forever).
+	Events time.Duration
+	// Interval is the pause between passes (default 1 minute).
+	Interval time.Duration
+	// Disabled turns the background passes off (an admin can still run one).
+	Disabled bool
+}
+
+// Families lists the box families a retention policy speaks of.
+func Families() []model.BoxKind {
+	return append(append([]model.BoxKind(nil), model.BoxKinds...), model.ConsumerFamily)
+}
+
+func (r *RetentionConfig) setDefaults() {
+	t := make(map[model.BoxKind]time.Duration, len(model.BoxKinds)+1)
+	for _, f := range Families() {
+		d, ok := r.Terminal[f]
+		if !ok || d == 0 {
+			d = DefaultRetention
+		}
+		t[f] = d
+	}
+	r.Terminal = t
+	if r.Events == 0 {
+		r.Events = DefaultRetention
+	}
+	if r.Interval <= 0 {
+		r.Interval = time.Minute
+	}
+}
+
+// RetentionPolicy reports the policy in force.
+func (s *Service) RetentionPolicy(who model.Identity) (*wire.RetentionPolicy, error) {
+	if err := requireAdmin(who, "reading the retention policy"); err != nil {
+		return nil, err
+	}
+	r := s.cfg.Retention
+	p := &wire.RetentionPolicy{TerminalMS: make(map[model.BoxKind]int64, len(r.Terminal)),
+		EventsMS: keepMS(r.Events), IntervalMS: r.Interval.Milliseconds(), Enabled: !r.Disabled}
+	for f, d := range r.Terminal {
+		p.TerminalMS[f] = keepMS(d)
+	}
+	return p, nil
+}
+
+// keepMS is a duration for the wire: 0 means forever.
+func keepMS(d time.Duration) int64 {
+	if d < 0 {
+		return 0
+	}
+	return d.Milliseconds()
+}
+
+// RunRetention runs one full retention pass now (admin only).
+func (s *Service) RunRetention(ctx context.Context, who model.Identity) (*wire.RetentionResult, error) {
+	if err := requireAdmin(who, "running retention"); err != nil {
+		return nil, err
+	}
+	return s.purge(ctx)
+}
+
+// purge runs Purge in batches until nothing eligible is left.
+func (s *Service) purge(ctx context.Context) (*wire.RetentionResult, error) {
+	now := s.nowMS()
+	r := s.cfg.Retention
+	p := store.PurgeParams{NowMS: now, TerminalBeforeMS: make(map[model.BoxKind]int64, len(r.Terminal)),
+		Acked: true, MessagesBeforeMS: now - messageGrace.Milliseconds(), Limit: purgeBatch}
+	for f, d := range r.Terminal {
+		if d > 0 {
+			p.TerminalBeforeMS[f] = now - d.Milliseconds()
+		}
+	}
+	if r.Events > 0 {
+		p.EventsBeforeMS = now - r.Events.Milliseconds()
+	}
+	total := &wire.RetentionResult{Records: map[model.BoxKind]int64{}}
+	for {
+		res, err := s.st.Purge(ctx, p)
+		if err != nil {
+			return total, err
+		}
+		for f, n := range res.Records {
+			total.Records[f] += n
+			s.cfg.Metrics.Purged(f, int(n))
+		}
+		total.Messages += res.Messages
+		total.Events += res.Events
+		s.cfg.Metrics.PurgedMessages(int(res.Messages))
+		if !res.Empty() {
+			s.notify.ChangedAny()
+		}
+		if !res.More || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}
+
+// runRetention runs a pass every Interval.
+func (s *Service) runRetention(ctx context.Context) {
+	if s.cfg.Retention.Disabled {
+		return
+	}
+	t := time.NewTicker(s.cfg.Retention.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := s.purge(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("retention pass", "err", err)
+			continue
+		}
+		if len(res.Records) > 0 || res.Messages > 0 || res.Events > 0 {
+			s.log.Info("retention purged", "records", res.Records, "messages", res.Messages, "events", res.Events)
+		}
+	}
+}

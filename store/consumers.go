@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// Consumers is the storage of durable consumers and of retention. It is
+// part of Store; it lives in its own interface to be read in one place.
+type Consumers interface {
+	// CreateConsumer stores c (SourceSeq as given, AckedSeq 0) and appends
+	// a consumer.created event. With fromEnd, c.SourceSeq is first set to
+	// the source box's last seq, read in the same transaction, so the
+	// consumer takes exactly what the source gets after it exists.
+	// model.ErrConflict if (c.Owner, c.Name) exists.
+	CreateConsumer(ctx context.Context, c *model.Consumer, fromEnd bool) error
+	// GetConsumer returns model.ErrNotFound for an unknown consumer.
+	GetConsumer(ctx context.Context, owner, name string) (model.Consumer, error)
+	// ListConsumers lists consumers by (owner, name), optionally only one
+	// owner's or only those of one source box.
+	ListConsumers(ctx context.Context, f ConsumerQuery) ([]model.Consumer, error)
+	// DeleteConsumer removes the consumer and every record of its box (and
+	// the bodies no other record refers to), appending a consumer.deleted
+	// event. model.ErrNotFound if it does not exist.
+	DeleteConsumer(ctx context.Context, owner, name string, nowMS int64) error
+	// AdvanceConsumer fans one examined range of the source into the
+	// consumer's box: it inserts a.Records as Apply does (seq assigned in
+	// order, record.created events, existing ids left alone) and moves
+	// SourceSeq from a.FromSourceSeq to a.ToSourceSeq, all in one
+	// transaction. model.ErrConflict if SourceSeq is no longer
+	// a.FromSourceSeq (another node advanced it): nothing is written.
+	// model.ErrNotFound if the consumer was deleted.
+	AdvanceConsumer(ctx context.Context, a *ConsumerAdvance) (*ApplyResult, error)
+	// AckConsumer moves the cursor to seq if that is ahead of it (acks are
+	// idempotent and never move it back) and returns the consumer.
+	// model.ErrInvalid (field "seq") if seq is beyond the last seq of the
+	// consumer's box; model.ErrNotFound for an unknown consumer.
+	AckConsumer(ctx context.Context, owner, name string, seq, nowMS int64) (model.Consumer, error)
+	// BoxLastSeq is the last seq handed out in (owner, box), 0 if none.
+	BoxLastSeq(ctx context.Context, owner string, box model.BoxKind) (int64, error)
+
+	// Purge deletes, in one transaction, at most p.Limit records that
+	// retention allows to go, then the message bodies of those records
+	// that nothing refers to any more, then events older than
+	// p.EventsBeforeMS, and appends one retention.purged event (detail: the
+	// counts as JSON) if anything went. Callers loop while More is set.
+	//
+	// A record may go if either
+	//   - its state is terminal and updated_at_ms < p.TerminalBeforeMS[its
+	//     box family] (a family absent from the map keeps its records), or
+	//   - p.Acked is set, it is in a consumer's box at or below that
+	//     consumer's AckedSeq, and it is not held (READING);
+	// and in both cases no consumer whose source is the record's box has a
+	// SourceSeq below the record's seq: a consumer that has not examined a
+	// record yet still needs it. The consumer check is made in the deleting
+	// statement itself, so a consumer created concurrently is either seen or
+	// ordered after the purge (it then starts from the oldest record kept).
+	//
+	// A body goes only if no record and no scheduled entry refers to it and
+	// it was last stored before p.MessagesBeforeMS: a plan being applied
+	// concurrently refreshes that time on the body it reuses.
+	Purge(ctx context.Context, p PurgeParams) (PurgeResult, error)
+}
+
+// ConsumerQuery selects consumers; empty fields match all.
+type ConsumerQuery struct {
+	Owner       string
+	SourceOwner string
+	SourceBox   model.BoxKind
+}
+
+// ConsumerAdvance is one step of a consumer's fan-out.
+type ConsumerAdvance struct {
+	Owner, Name   string
+	FromSourceSeq int64
+	ToSourceSeq   int64
+	Records       []model.Record // Seq is ignored and assigned by the store
+	NowMS         int64
+}
+
+// PurgeParams is one retention pass.
+type PurgeParams struct {
+	NowMS            int64
+	TerminalBeforeMS map[model.BoxKind]int64
+	Acked            bool
+	MessagesBeforeMS int64
+	EventsBeforeMS   int64 // 0: keep every event
+	Limit            int
+}
+
+// PurgeResult counts what one Purge call deleted.
+type PurgeResult struct {
+	Records  map[model.BoxKind]int64 `json:"records,omitempty"` // by box family
+	Messages int64                   `json:"messages"`
+	Events   int64                   `json:"events"`
+	More     bool                    `json:"-"`
+}
+
+// Empty reports whether nothing was deleted.
+func (r PurgeResult) Empty() bool {
+	return len(r.Records) == 0 && r.Messages == 0 && r.Events == 0
+}

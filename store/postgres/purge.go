@@ -1,0 +1,235 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// Retention (store.Consumers.Purge). Every step runs under READ COMMITTED
+// against writers that do not wait for it and that it does not wait for:
+// records and bodies are taken FOR UPDATE SKIP LOCKED, so a record being
+// claimed or updated, or a body being reused, is simply left for a later
+// pass.
+
+// terminalStates is the SQL list of the states model.State.IsTerminal
+// accepts, spelled exactly as in the records_terminal partial index of
+// migration 0002: the planner uses the index only for a query that repeats
+// its predicate (TestTerminalStates checks both).
+const terminalStates = `'READED', 'SENT', 'DEAD', 'ARCHIVED', 'DELETED'`
+
+// noAgeLimit is an age bound that excludes no body.
+const noAgeLimit = math.MaxInt64
+
+// familyExpr is a record's box family, as model.BoxKind.Family computes it.
+var familyExpr = `CASE WHEN starts_with(r.box, '` + consumerBoxPrefix + `') THEN '` +
+	string(model.ConsumerFamily) + `' ELSE r.box END`
+
+// unexamined is true for a record some consumer of its box has not
+// examined yet (its source_seq is below the record's seq): retention keeps
+// it. It is part of each deleting statement, so a consumer is either in
+// that statement's snapshot or committed after it: source_seq only grows,
+// and a consumer created meanwhile starts from the oldest record kept.
+const unexamined = `EXISTS (SELECT 1 FROM consumers c
+	WHERE c.source_owner = r.owner AND c.source_box = r.box AND c.source_seq < r.seq)`
+
+// sqlPurgeTerminal deletes at most $4 terminal records older than their
+// family's cutoff, oldest first along records_terminal. $1 and $2 are the
+// families and their cutoffs (parallel arrays); a family that is not in $1
+// has a NULL cutoff, and nothing is below NULL: its records stay. $3 is the
+// largest cutoff, which bounds the index scan.
+var sqlPurgeTerminal = `DELETE FROM records WHERE record_id IN (
+		SELECT r.record_id FROM records r
+		WHERE r.state IN (` + terminalStates + `) AND r.updated_at_ms < $3::bigint
+			AND r.updated_at_ms < ($2::bigint[])[array_position($1::text[], ` + familyExpr + `)]
+			AND NOT ` + unexamined + `
+		ORDER BY r.updated_at_ms
+		LIMIT $4
+		FOR UPDATE SKIP LOCKED)
+	RETURNING box, msg_id`
+
+// sqlPurgeAcked deletes at most $2 records of consumers' boxes at or below
+// their consumer's cursor that are not held.
+var sqlPurgeAcked = `DELETE FROM records WHERE record_id IN (
+		SELECT r.record_id FROM consumers k
+		JOIN records r ON r.owner = k.owner AND r.box = $1::text || k.name AND r.seq <= k.acked_seq
+		WHERE k.acked_seq > 0 AND r.state <> '` + string(model.HeldState(model.ConsumerBox("x"))) + `'
+			AND NOT ` + unexamined + `
+		LIMIT $2
+		FOR UPDATE OF r SKIP LOCKED)
+	RETURNING box, msg_id`
+
+// sqlPurgeEvents deletes at most $2 events older than $1, oldest ids first.
+const sqlPurgeEvents = `DELETE FROM events WHERE event_id IN (
+	SELECT event_id FROM events WHERE at_ms < $1 ORDER BY event_id LIMIT $2 FOR UPDATE SKIP LOCKED)`
+
+// Purge is one retention pass in one transaction: records (terminal past
+// their family's cutoff, then, with p.Acked, acknowledged consumer
+// records), at most p.Limit of them (defaultLimit when unset); the bodies
+// of those that nothing refers to any more, with their receipts; then at
+// most p.Limit events older than p.EventsBeforeMS (none when it is 0).
+// More is set when either limit was reached. A retention.purged event with
+// the counts as JSON is appended when anything went.
+func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
+	limit := limitOr(p.Limit, defaultLimit)
+	fams := make([]string, 0, len(p.TerminalBeforeMS))
+	cuts := make([]int64, 0, len(p.TerminalBeforeMS))
+	var maxCut int64 = math.MinInt64
+	for f, ms := range p.TerminalBeforeMS {
+		fams = append(fams, string(f))
+		cuts = append(cuts, ms)
+		maxCut = max(maxCut, ms)
+	}
+	var res store.PurgeResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = store.PurgeResult{}
+		var gone goneRecords
+		if len(fams) > 0 {
+			rows, err := tx.Query(ctx, sqlPurgeTerminal, fams, cuts, maxCut, limit)
+			if err != nil {
+				return fail("purge terminal records", err)
+			}
+			if gone, err = collectGone(rows); err != nil {
+				return fail("purge terminal records", err)
+			}
+		}
+		if p.Acked && len(gone) < limit {
+			rows, err := tx.Query(ctx, sqlPurgeAcked, consumerBoxPrefix, limit-len(gone))
+			if err != nil {
+				return fail("purge acked records", err)
+			}
+			g, err := collectGone(rows)
+			if err != nil {
+				return fail("purge acked records", err)
+			}
+			gone = append(gone, g...)
+		}
+		if len(gone) > 0 {
+			res.Records = map[model.BoxKind]int64{}
+			for _, r := range gone {
+				res.Records[r.box.Family()]++
+			}
+		}
+		res.More = len(gone) >= limit
+		var err error
+		if res.Messages, err = deleteOrphanBodies(ctx, tx, gone.msgIDs(), p.MessagesBeforeMS); err != nil {
+			return err
+		}
+		if p.EventsBeforeMS > 0 {
+			tag, err := tx.Exec(ctx, sqlPurgeEvents, p.EventsBeforeMS, limit)
+			if err != nil {
+				return fail("purge events", err)
+			}
+			res.Events = tag.RowsAffected()
+			res.More = res.More || res.Events >= int64(limit)
+		}
+		if res.Empty() {
+			return nil
+		}
+		detail, err := json.Marshal(res)
+		if err != nil {
+			return fmt.Errorf("postgres: purge: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO events (type, at_ms, detail) VALUES ($1, $2, $3)`,
+			model.EventPurged, p.NowMS, string(detail)); err != nil {
+			return fail("purge: append event", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.PurgeResult{}, err
+	}
+	return res, nil
+}
+
+// goneRecord is what retention needs of a deleted record.
+type goneRecord struct {
+	box   model.BoxKind
+	msgID string
+}
+
+type goneRecords []goneRecord
+
+// msgIDs lists the distinct message ids of the records, sorted.
+func (g goneRecords) msgIDs() []string {
+	ids := make([]string, 0, len(g))
+	for _, r := range g {
+		ids = append(ids, r.msgID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// collectGone reads the rows of a DELETE ... RETURNING box, msg_id.
+func collectGone(rows pgx.Rows) (goneRecords, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (goneRecord, error) {
+		var box, msg string
+		err := row.Scan(&box, &msg)
+		return goneRecord{box: model.BoxKind(box), msgID: msg}, err
+	})
+}
+
+// sqlLockOrphans locks, among $1, the bodies that look unreferenced and
+// were last stored or reused before $2. SKIP LOCKED passes over a body an
+// Apply or Schedule in flight has upserted: that writer holds the row
+// until it commits, and is about to refer to it. When a writer touched the
+// row after this statement's snapshot and has committed, the lock is taken
+// on the row's newest version, whose WHERE is re-checked (EvalPlanQual):
+// a refreshed ref_at_ms drops it.
+const sqlLockOrphans = `SELECT msg_id FROM messages m
+	WHERE m.msg_id = ANY($1::text[]) AND GREATEST(m.created_at_ms, m.ref_at_ms) < $2
+		AND NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_id = m.msg_id)
+		AND NOT EXISTS (SELECT 1 FROM scheduled s WHERE s.msg_id = m.msg_id)
+	ORDER BY m.msg_id
+	FOR UPDATE SKIP LOCKED`
+
+// sqlDeleteOrphans deletes the locked bodies that still have no record and
+// no scheduled entry, and their receipts. Being a new statement, it has a
+// new snapshot, taken after sqlLockOrphans got its locks: it sees the
+// records of every writer that touched one of these bodies before us (even
+// one whose upsert left ref_at_ms as it was), and a writer that comes now
+// waits for our commit and then stores the body anew.
+const sqlDeleteOrphans = `WITH m AS (
+		DELETE FROM messages m WHERE m.msg_id = ANY($1::text[])
+			AND NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_id = m.msg_id)
+			AND NOT EXISTS (SELECT 1 FROM scheduled s WHERE s.msg_id = m.msg_id)
+		RETURNING msg_id
+	), rc AS (
+		DELETE FROM receipts WHERE msg_id IN (SELECT msg_id FROM m)
+	)
+	SELECT count(*) FROM m`
+
+// deleteOrphanBodies deletes, among ids, the bodies that no record and no
+// scheduled entry refers to and that were last stored before beforeMS,
+// with the receipts of those messages, and returns how many bodies went.
+// Two statements, see sqlLockOrphans and sqlDeleteOrphans: one statement
+// would check "no record" in a snapshot taken before it waited for, or
+// skipped, a concurrent writer.
+func deleteOrphanBodies(ctx context.Context, tx pgx.Tx, ids []string, beforeMS int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	rows, err := tx.Query(ctx, sqlLockOrphans, ids, beforeMS)
+	if err != nil {
+		return 0, fail("purge messages", err)
+	}
+	locked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fail("purge messages", err)
+	}
+	if len(locked) == 0 {
+		return 0, nil
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, sqlDeleteOrphans, locked).Scan(&n); err != nil {
+		return 0, fail("purge messages", err)
+	}
+	return n, nil
+}

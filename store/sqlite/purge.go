@@ -1,0 +1,227 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// terminalStates is the SQL list of the states model.State.IsTerminal
+// accepts. It must be spelled exactly as in the records_retention partial
+// index of migration 0002, or the planner cannot use that index (a driver
+// test checks both).
+const terminalStates = `'READED', 'SENT', 'DEAD', 'ARCHIVED', 'DELETED'`
+
+// maxMS is a time bound that excludes nothing.
+const maxMS = math.MaxInt64
+
+// familyExpr is a record's box family in SQL, as model.BoxKind.Family
+// computes it: a consumer's box ("CONSUMER:name", the prefix in this case)
+// belongs to the CONSUMER family. GLOB, unlike LIKE, is case-sensitive.
+const familyExpr = `CASE WHEN r.box GLOB 'CONSUMER:*' THEN 'CONSUMER' ELSE r.box END`
+
+// unexamined is true for a record that some consumer of its box has not
+// examined yet (its SourceSeq is below the record's seq): retention keeps
+// it. It is part of each deleting statement, so no consumer can appear
+// between the check and the delete.
+const unexamined = `EXISTS (SELECT 1 FROM consumers c
+	WHERE c.source_owner = r.owner AND c.source_box = r.box AND c.source_seq < r.seq)`
+
+// goneRecord is what the store needs of a deleted record.
+type goneRecord struct {
+	box   model.BoxKind
+	msgID string
+}
+
+type goneRecords []goneRecord
+
+// msgIDs lists the distinct message ids of the records.
+func (g goneRecords) msgIDs() []string {
+	ids := make([]string, 0, len(g))
+	for _, r := range g {
+		ids = append(ids, r.msgID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// deleteRecords runs a DELETE … RETURNING box, msg_id and collects the rows.
+func deleteRecords(ctx context.Context, tx *sql.Tx, q string, args ...any) (goneRecords, error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out goneRecords
+	for rows.Next() {
+		var box, msg string
+		if err := rows.Scan(&box, &msg); err != nil {
+			return nil, err
+		}
+		out = append(out, goneRecord{box: model.BoxKind(box), msgID: msg})
+	}
+	return out, rows.Err()
+}
+
+// deleteOrphanBodies deletes, among ids, the bodies that no record and no
+// scheduled entry refers to and that were last stored before beforeMS,
+// with the receipts of those messages. It returns how many bodies went.
+func deleteOrphanBodies(ctx context.Context, tx *sql.Tx, ids []string, beforeMS int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: purge messages: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `DELETE FROM messages
+		WHERE msg_id IN (SELECT value FROM json_each(?1)) AND created_at_ms < ?2
+			AND NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_id = messages.msg_id)
+			AND NOT EXISTS (SELECT 1 FROM scheduled s WHERE s.msg_id = messages.msg_id)
+		RETURNING msg_id`, string(list), beforeMS)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: purge messages: %w", err)
+	}
+	var gone []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("sqlite: purge messages: %w", err)
+		}
+		gone = append(gone, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("sqlite: purge messages: %w", err)
+	}
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	if list, err = json.Marshal(gone); err != nil {
+		return 0, fmt.Errorf("sqlite: purge receipts: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM receipts WHERE msg_id IN (SELECT value FROM json_each(?))`,
+		string(list)); err != nil {
+		return 0, fmt.Errorf("sqlite: purge receipts: %w", err)
+	}
+	return int64(len(gone)), nil
+}
+
+// terminalQuery is the DELETE of at most limit terminal records past their
+// family's cutoff, oldest first, walking the records_retention index.
+func terminalQuery(cutoffs map[model.BoxKind]int64, limit int) (string, []any) {
+	fams := make([]model.BoxKind, 0, len(cutoffs))
+	var maxCut int64 = math.MinInt64
+	for f, ms := range cutoffs {
+		fams = append(fams, f)
+		maxCut = max(maxCut, ms)
+	}
+	slices.Sort(fams) // a stable text, for the statement cache
+	var b strings.Builder
+	args := []any{maxCut}
+	for _, f := range fams {
+		b.WriteString(" WHEN ? THEN ?")
+		args = append(args, string(f), cutoffs[f])
+	}
+	args = append(args, limit)
+	// A family absent from the map falls through the CASE to NULL, and
+	// nothing is below NULL: its records stay.
+	return `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM records r
+		WHERE r.state IN (` + terminalStates + `) AND r.updated_at_ms < ?
+			AND r.updated_at_ms < (CASE ` + familyExpr + b.String() + ` END)
+			AND NOT ` + unexamined + `
+		ORDER BY r.updated_at_ms LIMIT ?)
+		RETURNING box, msg_id`, args
+}
+
+// ackedQuery is the DELETE of at most limit records of consumers' boxes at
+// or below their consumer's cursor and not held, walking each consumer's
+// box by seq.
+const ackedQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM consumers k
+		JOIN records r ON r.owner = k.owner AND r.box = 'CONSUMER:' || k.name AND r.seq <= k.acked_seq
+		WHERE k.acked_seq > 0 AND r.state <> 'READING' AND NOT ` + unexamined + `
+		LIMIT ?)
+	RETURNING box, msg_id`
+
+// Purge is one retention pass in one transaction: records (terminal past
+// their family's cutoff, then, with p.Acked, acknowledged consumer
+// records), at most p.Limit of them (defaultLimit when unset); the bodies
+// of those that nothing refers to any more, with their receipts; then at
+// most p.Limit events older than p.EventsBeforeMS (none when it is 0). More
+// is set when either limit was reached. A retention.purged event with the
+// counts is appended when anything went; events keep AUTOINCREMENT ids, so
+// the ones deleted are never handed out again.
+func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
+	limit := limitOr(p.Limit, defaultLimit)
+	var res store.PurgeResult
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res = store.PurgeResult{}
+		var gone goneRecords
+		if len(p.TerminalBeforeMS) > 0 {
+			q, args := terminalQuery(p.TerminalBeforeMS, limit)
+			g, err := deleteRecords(ctx, tx, q, args...)
+			if err != nil {
+				return fmt.Errorf("sqlite: purge terminal records: %w", err)
+			}
+			gone = g
+		}
+		if p.Acked && len(gone) < limit {
+			g, err := deleteRecords(ctx, tx, ackedQuery, limit-len(gone))
+			if err != nil {
+				return fmt.Errorf("sqlite: purge acked records: %w", err)
+			}
+			gone = append(gone, g...)
+		}
+		if len(gone) > 0 {
+			res.Records = map[model.BoxKind]int64{}
+			for _, r := range gone {
+				res.Records[r.box.Family()]++
+			}
+		}
+		res.More = len(gone) >= limit
+		var err error
+		if res.Messages, err = deleteOrphanBodies(ctx, tx, gone.msgIDs(), p.MessagesBeforeMS); err != nil {
+			return err
+		}
+		if p.EventsBeforeMS > 0 {
+			// Only among the oldest ids: events are appended in time order,
+			// so this walks the primary key a page at a time and a pass with
+			// nothing to delete reads one page, not the whole log. (An event
+			// stamped out of order waits for the next pass.) AUTOINCREMENT
+			// keeps sqlite_sequence, so even deleting the newest rows never
+			// lets an id come back.
+			n, err := txExecN(ctx, tx, `DELETE FROM events WHERE event_id IN
+				(SELECT event_id FROM events ORDER BY event_id LIMIT ?) AND at_ms < ?`,
+				limit, p.EventsBeforeMS)
+			if err != nil {
+				return fmt.Errorf("sqlite: purge events: %w", err)
+			}
+			res.Events = n
+			res.More = res.More || n >= int64(limit)
+		}
+		if res.Empty() {
+			return nil
+		}
+		detail, err := json.Marshal(res)
+		if err != nil {
+			return fmt.Errorf("sqlite: purge: %w", err)
+		}
+		if _, err := tx.StmtContext(ctx, s.st.insertEvent).ExecContext(ctx, model.EventPurged,
+			"", "", "", "", "", "", p.NowMS, string(detail)); err != nil {
+			return fmt.Errorf("sqlite: append event: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.PurgeResult{}, err
+	}
+	return res, nil
+}

@@ -1,0 +1,184 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// The retention index only helps if its state list is the query's, word
+// for word, and both must be model.State.IsTerminal's.
+func TestRetentionStatesMatchModel(t *testing.T) {
+	var want []string
+	for _, st := range model.States {
+		if st.IsTerminal() {
+			want = append(want, "'"+string(st)+"'")
+		}
+	}
+	got := strings.Split(terminalStates, ", ")
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("terminalStates = %v, model's terminal states are %v", got, want)
+	}
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ms[1].SQL, "WHERE state IN ("+terminalStates+");") {
+		t.Fatalf("migration %s does not index exactly state IN (%s)", ms[1].Name, terminalStates)
+	}
+}
+
+// queryPlan returns EXPLAIN QUERY PLAN's details for q, one line each.
+func queryPlan(t *testing.T, s *Store, q string, args ...any) string {
+	t.Helper()
+	rows, err := s.w.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(detail + "\n")
+	}
+	return b.String()
+}
+
+// Purge's statements walk indexes, never a whole table of records.
+func TestPurgePlans(t *testing.T) {
+	s, _ := openTest(t)
+	q, args := terminalQuery(map[model.BoxKind]int64{model.Inbox: 5, model.ConsumerFamily: 7}, 10)
+	for _, c := range []struct {
+		name, plan string
+		want       []string
+	}{
+		{"terminal", queryPlan(t, s, q, args...), []string{"USING INDEX records_retention", "USING INDEX consumers_source"}},
+		{"acked", queryPlan(t, s, ackedQuery, 10), []string{"USING INDEX records_box_seq", "USING INDEX consumers_source"}},
+	} {
+		for _, w := range c.want {
+			if !strings.Contains(c.plan, w) {
+				t.Errorf("%s purge plan lacks %q:\n%s", c.name, w, c.plan)
+			}
+		}
+		if strings.Contains(c.plan, "SCAN r") {
+			t.Errorf("%s purge plan scans records:\n%s", c.name, c.plan)
+		}
+	}
+}
+
+// A database made by the previous version gains the new schema on Open
+// and keeps its data.
+func TestMigrateFromV1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{ms[0].SQL, "PRAGMA user_version = 1",
+		`INSERT INTO messages VALUES ('m1', X'7B7D', 1)`,
+		`INSERT INTO records (record_id, owner, box, msg_id, state, seq, created_at_ms, updated_at_ms, sort_key)
+			VALUES ('r1', 'bob', 'INBOX', 'm1', 'READED', 1, 1, 1, 1)`,
+		`INSERT INTO box_seqs VALUES ('bob', 'INBOX', 1)`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var v int
+	if err := s.w.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != len(ms) {
+		t.Fatalf("user_version = %d, %v; want %d", v, err, len(ms))
+	}
+	c := &model.Consumer{Owner: "alice", Name: "c", SourceOwner: "bob", SourceBox: model.Inbox, CreatedAtMS: 5}
+	if err := s.CreateConsumer(ctx, c, true); err != nil || c.SourceSeq != 1 {
+		t.Fatalf("CreateConsumer on a migrated database: SourceSeq %d, %v", c.SourceSeq, err)
+	}
+	res, err := s.Purge(ctx, store.PurgeParams{NowMS: 10, MessagesBeforeMS: 10, Limit: 10,
+		TerminalBeforeMS: map[model.BoxKind]int64{model.Inbox: 10}})
+	if err != nil || !maps.Equal(res.Records, map[model.BoxKind]int64{model.Inbox: 1}) || res.Messages != 1 {
+		t.Fatalf("Purge on a migrated database = %+v, %v; want the old record and its body", res, err)
+	}
+}
+
+// Writes issued together share one transaction (commit.go); a consumer
+// write that fails inside such a group must roll back only itself.
+func TestConsumerWritesInGroup(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	if err := s.CreateConsumer(ctx, &model.Consumer{Owner: "a", Name: "c", SourceOwner: "b", SourceBox: model.Inbox}, false); err != nil {
+		t.Fatal(err)
+	}
+	rec := rec("a", model.ConsumerBox("c"), "m", "", 1)
+	groups := 0
+	s.onGroup = func(int) { groups++ }
+	// Block the writer so the next writes queue up and run as one group.
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go s.write(ctx, func(*sql.Tx) error { close(started); <-release; return nil }) //nolint:errcheck
+	<-started
+	errs := make(chan error, 3)
+	go func() {
+		_, err := s.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: "a", Name: "c", FromSourceSeq: 7, ToSourceSeq: 8,
+			Records: []model.Record{rec}, NowMS: 2})
+		errs <- err
+	}()
+	go func() {
+		_, err := s.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: "a", Name: "c", FromSourceSeq: 0, ToSourceSeq: 1,
+			Records: []model.Record{rec}, NowMS: 2})
+		errs <- err
+	}()
+	go func() { _, err := s.AckConsumer(ctx, "a", "nope", 1, 3); errs <- err }()
+	// Give the writers time to queue so they run as one group (as
+	// TestGroupCommit does); the outcome must be the same either way.
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	var conflicts, notFound, ok int
+	for range 3 {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case strings.Contains(err.Error(), "examined its source"):
+			conflicts++
+		case strings.Contains(err.Error(), "not found"):
+			notFound++
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	if ok != 1 || conflicts != 1 || notFound != 1 {
+		t.Fatalf("ok %d, conflicts %d, not found %d; want 1 each", ok, conflicts, notFound)
+	}
+	t.Logf("groups formed: %d", groups)
+	c, err := s.GetConsumer(ctx, "a", "c")
+	if err != nil || c.SourceSeq != 1 {
+		t.Fatalf("consumer = %+v, %v; want SourceSeq 1", c, err)
+	}
+	if r, err := s.GetRecord(ctx, rec.RecordID); err != nil || r.Seq != 1 {
+		t.Fatalf("record = %+v, %v; want seq 1", r, err)
+	}
+}
