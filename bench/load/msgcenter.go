@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/msgcenter/msgcenter/client"
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// msgcenterTarget drives a live msgcenter server over its HTTP API, as an
+// application would: post_send to a local recipient, get_next with a
+// lease, then the READED state change that acknowledges it.
+type msgcenterTarget struct {
+	c     *client.Client
+	run   string
+	rcpt  string
+	mu    sync.Mutex
+	group map[int]string // group size -> group DID, set up on first use
+}
+
+func (t *msgcenterTarget) Name() string { return "msgcenter" }
+
+func (t *msgcenterTarget) Open(ctx context.Context, cfg Config) error {
+	if cfg.MsgcenterURL == "" {
+		return fmt.Errorf("%w: no -url", errSkip)
+	}
+	conns := cfg.Producers + cfg.Consumers + 4
+	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext}
+	t.c = client.New(cfg.MsgcenterURL, cfg.MsgcenterToken, client.WithHTTPClient(&http.Client{Transport: tr}))
+	t.run = cfg.Run
+	t.rcpt = "did:load:" + cfg.Run + ":rcpt"
+	t.group = make(map[int]string)
+	if err := t.c.Health(ctx); err != nil {
+		return fmt.Errorf("%w: %v", errSkip, err)
+	}
+	return nil
+}
+
+func (t *msgcenterTarget) Send(ctx context.Context, producer int, body []byte) error {
+	m := &message.Message{From: fmt.Sprintf("did:load:%s:p%d", t.run, producer), To: []string{t.rcpt},
+		Kind: message.KindChat, Content: message.Content{Content: string(body)}}
+	_, err := t.c.PostSend(ctx, &wire.PostSendRequest{Msg: m})
+	return err
+}
+
+func (t *msgcenterTarget) ClaimAck(ctx context.Context, consumer int, wait time.Duration, received func([]byte)) (bool, error) {
+	r, err := t.c.Next(ctx, t.rcpt, model.Inbox, &wire.NextRequest{WaitMS: wait.Milliseconds()})
+	if err != nil || r == nil {
+		return false, err
+	}
+	m, err := client.DecodeMessage(r.Msg)
+	if err != nil {
+		return false, err
+	}
+	received([]byte(m.Content.Content))
+	_, err = t.c.SetState(ctx, r.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: r.Record.Lease.ID})
+	return err == nil, err
+}
+
+// SendGroup dispatches one message through a group of g subscribers, as a
+// group relays it (from the group, source the author): one transaction
+// stores every subscriber's INBOX record and the GROUP_INBOX record, all
+// before the 200.
+func (t *msgcenterTarget) SendGroup(ctx context.Context, g int, body []byte) error {
+	t.mu.Lock()
+	grp, ok := t.group[g]
+	t.mu.Unlock()
+	if !ok {
+		grp = fmt.Sprintf("did:load:%s:group%d", t.run, g)
+		subs := make([]string, g)
+		for i := range subs {
+			subs[i] = fmt.Sprintf("did:load:%s:g%d:m%d", t.run, g, i)
+		}
+		if _, err := t.c.SetSubscribers(ctx, grp, subs); err != nil {
+			return err
+		}
+		t.mu.Lock()
+		t.group[g] = grp
+		t.mu.Unlock()
+	}
+	m := &message.Message{From: grp, Source: "did:load:" + t.run + ":author", Kind: message.KindGroupMsg,
+		Content: message.Content{Content: string(body)}}
+	res, err := t.c.Dispatch(ctx, &wire.DispatchRequest{Msg: m})
+	if err != nil {
+		return err
+	}
+	if res.DeliveredGroup != grp || len(res.DeliveredAgents) != g {
+		return fmt.Errorf("group send reached %q and %d subscribers, want %q and %d", res.DeliveredGroup, len(res.DeliveredAgents), grp, g)
+	}
+	return nil
+}
+
+func (t *msgcenterTarget) Close() error { return nil }
