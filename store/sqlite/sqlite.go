@@ -100,7 +100,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w, err := sql.Open("sqlite", dsn(path,
 		"_pragma=journal_mode(WAL)",
 		"_pragma=synchronous("+syncMode+")",
-		"_pragma=cache_size(-32000)",
+		// A small page cache for the writer, measured: SQLite walks the
+		// cache's whole hash table at the end of every write transaction
+		// (pcache1Truncate), which at 32 MiB took 11% of the server's CPU
+		// under load; 4 MiB gave +25-40% on concurrent dispatch, and the
+		// pages it drops are in the OS page cache anyway.
+		"_pragma=cache_size(-4000)",
 		"_pragma=temp_store(MEMORY)",
 		// Keep the WAL file from staying huge after a burst.
 		"_pragma=journal_size_limit(67108864)",
