@@ -45,6 +45,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "mixed: how long to offer load")
 	flag.StringVar(&o.groups, "groups", "1000,10000", "group: comma list of group sizes")
 	flag.IntVar(&o.groupSends, "group-sends", 20, "group: messages per group size")
+	flag.IntVar(&o.pid, "pid", 0, "msgcenter server's process id: report its peak RSS per phase (0: not reported)")
 	flag.Parse()
 	if cfg.MsgcenterToken == "" {
 		if b, err := os.ReadFile(o.data + "/admin.token"); err == nil {
@@ -60,7 +61,7 @@ func main() {
 
 type opts struct {
 	data, targets, phases, groups string
-	n, rate, groupSends           int
+	n, rate, groupSends, pid      int
 	duration                      time.Duration
 }
 
@@ -123,18 +124,34 @@ func runTarget(ctx context.Context, t Target, cfg Config, o opts, phases []strin
 		return []result{{target: t.Name(), phase: "all", skipped: why}}
 	}
 	defer t.Close()
+	var rss *rssWatch
+	if o.pid > 0 && t.Name() == "msgcenter" {
+		if _, err := vmRSS(o.pid); err != nil {
+			return []result{{target: t.Name(), phase: "all", skipped: "-pid: " + err.Error()}}
+		}
+		rss = &rssWatch{pid: o.pid}
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go rss.run(rctx)
+	}
 	var out []result
+	add := func(r result) {
+		if rss != nil {
+			r.note = rss.takePeak()
+		}
+		out = append(out, r)
+	}
 	for _, p := range phases {
 		switch p {
 		case "enqueue":
-			out = append(out, enqueue(ctx, t, cfg, o.n))
+			add(enqueue(ctx, t, cfg, o.n))
 		case "claim":
-			out = append(out, claim(ctx, t, cfg, o.n))
+			add(claim(ctx, t, cfg, o.n))
 		case "mixed":
-			out = append(out, mixed(ctx, t, cfg, o.rate, o.duration))
+			add(mixed(ctx, t, cfg, o.rate, o.duration))
 		case "group":
 			for _, g := range groups {
-				out = append(out, group(ctx, t, cfg, g, o.groupSends))
+				add(group(ctx, t, cfg, g, o.groupSends))
 			}
 		}
 	}
@@ -150,7 +167,7 @@ func printResult(r result) {
 	if r.lat != nil {
 		lat = r.lat.String()
 	}
-	fmt.Printf("%-10s %-12s n=%-7d %9.0f msgs/s  %s\n", r.target, r.phase, r.n, r.rate(), lat)
+	fmt.Printf("%-10s %-12s n=%-7d %9.0f msgs/s  %s  %s\n", r.target, r.phase, r.n, r.rate(), lat, r.note)
 }
 
 // printRatios prints msgcenter/peer for every phase both ran: rates as

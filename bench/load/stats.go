@@ -48,6 +48,7 @@ type result struct {
 	elapsed       time.Duration
 	lat           *latencies
 	skipped       string
+	note          string // e.g. the server's peak RSS during the phase
 }
 
 func (r result) rate() float64 {
