@@ -12,10 +12,10 @@ import (
 	"syscall"
 )
 
-// lockDataDir takes an exclusive lock on the data directory so that two
+// LockDataDir takes an exclusive lock on the data directory so that two
 // servers never share one database. The lock dies with the process, so a
 // kill -9 leaves no stale lock behind.
-func lockDataDir(dir string) (unlock func(), err error) {
+func LockDataDir(dir string) (unlock func(), err error) {
 	path := filepath.Join(dir, "msgcenter.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {

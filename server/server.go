@@ -77,7 +77,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	unlock, err := lockDataDir(cfg.DataDir)
+	unlock, err := LockDataDir(cfg.DataDir)
 	if err != nil {
 		return err
 	}

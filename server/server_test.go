@@ -56,15 +56,15 @@ func TestEnsureAdminToken(t *testing.T) {
 func TestLockDataDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	unlock, err := lockDataDir(dir)
+	unlock, err := LockDataDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lockDataDir(dir); err == nil || !strings.Contains(err.Error(), "in use") {
+	if _, err := LockDataDir(dir); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second lock: %v", err)
 	}
 	unlock()
-	unlock2, err := lockDataDir(dir)
+	unlock2, err := LockDataDir(dir)
 	if err != nil {
 		t.Fatalf("lock after unlock: %v", err)
 	}

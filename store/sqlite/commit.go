@@ -71,6 +71,11 @@ func (s *Store) writeLoop() {
 		}
 		s.runBatch(batch)
 		clear(batch) // drop references to finished closures
+		select {
+		case <-s.ckRestart:
+			s.restartWAL()
+		default:
+		}
 		if s.sinceCk++; s.sinceCk >= ckEveryCommits {
 			s.sinceCk = 0
 			select {

@@ -61,10 +61,13 @@ type Store struct {
 
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
 
-	ck      *sql.DB       // the checkpointer's own connection
-	ckKick  chan struct{} // the writer asks for a checkpoint
-	ckDone  chan struct{} // closed when checkpointLoop has returned
-	sinceCk int           // commits since the last kick (writer goroutine only)
+	ck     *sql.DB       // the checkpointer's own connection
+	ckKick chan struct{} // the writer asks for a checkpoint
+	// ckRestart: the checkpointer asks the writer to restart the WAL (see
+	// checkpoint.go).
+	ckRestart chan struct{}
+	ckDone    chan struct{} // closed when checkpointLoop has returned
+	sinceCk   int           // commits since the last kick (writer goroutine only)
 }
 
 // busyTimeoutMS bounds how long a connection waits for a lock held by
@@ -122,8 +125,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
+	// Every field the writer goroutine reads is set before it starts.
 	s := &Store{w: w, log: log, reqs: make(chan *writeReq), quit: make(chan struct{}),
-		loopDone: make(chan struct{})}
+		loopDone: make(chan struct{}), ckKick: make(chan struct{}, 1), ckRestart: make(chan struct{}, 1)}
 	go s.writeLoop()
 	// Migrate before the read pool exists: the writer's first connection is
 	// what switches a new file to WAL, and readers must not see a
@@ -167,7 +171,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	ck.SetMaxOpenConns(1)
-	s.ck, s.ckKick, s.ckDone = ck, make(chan struct{}, 1), make(chan struct{})
+	s.ck, s.ckDone = ck, make(chan struct{})
 	go s.checkpointLoop()
 	return s, nil
 }
