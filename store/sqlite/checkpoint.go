@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -30,6 +31,8 @@ const (
 	// ckRestartFrames is the WAL length (in pages; 16 MiB at 4 KiB) past
 	// which the WAL is restarted.
 	ckRestartFrames = 4096
+	// restartWaitMS bounds the writer's wait for readers during a restart.
+	restartWaitMS = "100"
 )
 
 func (s *Store) checkpointLoop() {
@@ -57,8 +60,20 @@ func (s *Store) checkpointLoop() {
 	}
 }
 
-// restartWAL runs on the writer goroutine, between groups.
+// restartWAL runs on the writer goroutine, between groups. A RESTART
+// waits for readers still on the old WAL; it may wait only briefly (reads
+// are short), so writes never stall behind it: if readers do not let go in
+// time, it gives up and the next checkpoint asks again.
 func (s *Store) restartWAL() {
+	if _, err := s.w.Exec("PRAGMA busy_timeout=" + restartWaitMS); err != nil {
+		s.log.Warn("sqlite: WAL restart failed", "err", err)
+		return
+	}
+	defer func() {
+		if _, err := s.w.Exec("PRAGMA busy_timeout=" + strconv.Itoa(busyTimeoutMS)); err != nil {
+			s.log.Error("sqlite: restore busy_timeout", "err", err)
+		}
+	}()
 	var busy, logFrames, copied int
 	if err := s.w.QueryRow("PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &logFrames, &copied); err != nil {
 		s.log.Warn("sqlite: WAL restart failed", "err", err)
