@@ -220,7 +220,7 @@ func (s *Service) pumpConsumer(ctx context.Context, ck consumerKey) error {
 			return err
 		}
 		to := src[len(src)-1].Seq
-		res, err := s.st.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: c.Owner, Name: c.Name,
+		res, err := s.st.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: c.Owner, Name: c.Name, CreatedAtMS: c.CreatedAtMS,
 			FromSourceSeq: c.SourceSeq, ToSourceSeq: to, Records: recs, NowMS: s.nowMS()})
 		switch {
 		case errors.Is(err, model.ErrNotFound):

@@ -29,7 +29,9 @@ type Consumers interface {
 	// order, record.created events, existing ids left alone) and moves
 	// SourceSeq from a.FromSourceSeq to a.ToSourceSeq, all in one
 	// transaction. model.ErrConflict if SourceSeq is no longer
-	// a.FromSourceSeq (another node advanced it): nothing is written.
+	// a.FromSourceSeq (another node advanced it), or if a body the records
+	// refer to is gone (a purge ordered before the step took it with its
+	// source record): nothing is written, and the caller examines again.
 	// model.ErrNotFound if the consumer was deleted.
 	AdvanceConsumer(ctx context.Context, a *ConsumerAdvance) (*ApplyResult, error)
 	// AckConsumer moves the cursor to seq if that is ahead of it (acks are
@@ -72,7 +74,12 @@ type ConsumerQuery struct {
 
 // ConsumerAdvance is one step of a consumer's fan-out.
 type ConsumerAdvance struct {
-	Owner, Name   string
+	Owner, Name string
+	// CreatedAtMS, when set, must also match: a consumer deleted and created
+	// again under the same name is another consumer, and a step examined
+	// with the old one's filter must not land in the new one (the new one
+	// then conflicts, even at the same source seq).
+	CreatedAtMS   int64
 	FromSourceSeq int64
 	ToSourceSeq   int64
 	Records       []model.Record // Seq is ignored and assigned by the store

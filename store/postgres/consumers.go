@@ -163,7 +163,23 @@ func (s *Store) ListConsumers(ctx context.Context, f store.ConsumerQuery) ([]mod
 // Its row lock is held until commit, so two nodes advancing the same
 // consumer take turns, and the second one's re-check of source_seq fails.
 const sqlAdvanceConsumer = `UPDATE consumers SET source_seq = $4, updated_at_ms = $5
-	WHERE owner = $1 AND name = $2 AND source_seq = $3`
+	WHERE owner = $1 AND name = $2 AND source_seq = $3 AND ($6::bigint = 0 OR created_at_ms = $6::bigint)`
+
+// sqlLockBodies locks the bodies a fan-out step refers to until it
+// commits: a concurrent orphan purge skips locked bodies (FOR UPDATE SKIP
+// LOCKED) and, once the step has committed, sees its records. A body a
+// purge already took is not returned, which the caller checks.
+const sqlLockBodies = `SELECT count(*) FROM (SELECT 1 FROM messages WHERE msg_id = ANY($1::text[]) FOR SHARE) b`
+
+// msgIDsOf lists the distinct message ids of recs.
+func msgIDsOf(recs []model.Record) []string {
+	ids := make([]string, 0, len(recs))
+	for _, r := range recs {
+		ids = append(ids, r.MsgID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
 
 // AdvanceConsumer inserts one fan-out step's records into the consumer's
 // box and moves its source seq, in one transaction sent as one batch: the
@@ -176,8 +192,11 @@ func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (
 		res = &store.ApplyResult{}
 		recs := slices.Clone(a.Records)
 		b := &pgx.Batch{}
-		b.Queue(sqlAdvanceConsumer, a.Owner, a.Name, a.FromSourceSeq, a.ToSourceSeq, a.NowMS)
+		b.Queue(sqlAdvanceConsumer, a.Owner, a.Name, a.FromSourceSeq, a.ToSourceSeq, a.NowMS, a.CreatedAtMS)
+		var bodies []string
 		if len(recs) > 0 {
+			bodies = msgIDsOf(recs)
+			b.Queue(sqlLockBodies, bodies)
 			if err := s.queueRecords(b, recs, a.NowMS); err != nil {
 				return err
 			}
@@ -195,6 +214,16 @@ func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (
 			return s.advanceMiss(ctx, tx, a)
 		}
 		if len(recs) > 0 {
+			var n int
+			if err := br.QueryRow().Scan(&n); err != nil {
+				return fail("advance consumer: lock bodies", err)
+			}
+			if n != len(bodies) {
+				// A purge took a body between our read of the source and
+				// now (with the source record, which the next step will no
+				// longer see): this step must not refer to it.
+				return model.Conflict("source_seq", "a message body of this step was purged meanwhile; the step is examined again")
+			}
 			if err := readRecords(br, recs, res); err != nil {
 				return err
 			}

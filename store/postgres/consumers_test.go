@@ -167,6 +167,12 @@ func TestAdvanceConsumerRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	box := model.ConsumerBox("race")
+	// The source holds both messages (a step only refers to stored bodies).
+	for _, name := range []string{"adv", "adv-other"} {
+		if _, err := nodes[0].Apply(ctx, plan(name, "did:test:src", model.Inbox, testBase)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex

@@ -206,7 +206,7 @@ func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res = &store.ApplyResult{}
 		// The compare-and-set goes first, so a lost race writes nothing.
-		n, err := execN(ctx, tx.StmtContext(ctx, s.st.advanceCAS), a.ToSourceSeq, a.NowMS, a.Owner, a.Name, a.FromSourceSeq)
+		n, err := execN(ctx, tx.StmtContext(ctx, s.st.advanceCAS), a.ToSourceSeq, a.NowMS, a.Owner, a.Name, a.FromSourceSeq, a.CreatedAtMS)
 		if err != nil {
 			return fmt.Errorf("sqlite: advance consumer: %w", err)
 		}

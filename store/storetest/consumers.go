@@ -18,6 +18,7 @@ func consumerTests() []testCase {
 		{"AdvanceInsertsAsApply", testConsumerAdvance},
 		{"AdvanceCompareAndSet", testConsumerAdvanceCAS},
 		{"AdvanceDeleted", testConsumerAdvanceDeleted},
+		{"AdvanceRecreated", testConsumerAdvanceRecreated},
 		{"Ack", testConsumerAck},
 		{"BoxLastSeq", testBoxLastSeq},
 		{"DeleteRemovesRecordsAndBodies", testConsumerDelete},
@@ -337,6 +338,35 @@ func testConsumerAdvanceDeleted(t *testing.T, s store.Store) {
 		Records: []model.Record{rec}, NowMS: base + 10})
 	requireErrIs(t, err, model.ErrNotFound, "AdvanceConsumer(deleted)")
 	requireNoRecord(t, s, rec.RecordID)
+}
+
+// A step examined for a consumer that was then deleted and created again
+// under the same name (at the same source seq) must not land in the new
+// one: with CreatedAtMS set, the compare-and-set tells them apart.
+func testConsumerAdvanceRecreated(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	m := msgID("adv-recreated")
+	mustApply(t, s, newPlan(m, base, newRec(alice, model.Inbox, m, base)))
+	old := newConsumer(bob, "c", alice, model.Inbox)
+	mustCreateConsumer(t, s, old, false)
+	requireNoError(t, s.DeleteConsumer(ctx, bob, "c", base+5), "DeleteConsumer")
+	fresh := newConsumer(bob, "c", alice, model.Inbox)
+	fresh.CreatedAtMS, fresh.UpdatedAtMS = base+6, base+6
+	mustCreateConsumer(t, s, fresh, false)
+
+	rec := consumerRec(bob, "c", m, base+10)
+	_, err := s.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: bob, Name: "c", CreatedAtMS: old.CreatedAtMS,
+		ToSourceSeq: 1, Records: []model.Record{rec}, NowMS: base + 10})
+	requireErrIs(t, err, model.ErrConflict, "AdvanceConsumer(step of the deleted consumer)")
+	requireNoRecord(t, s, rec.RecordID)
+	if c := mustGetConsumer(t, s, bob, "c"); c.SourceSeq != 0 {
+		t.Fatalf("the new consumer moved to source seq %d on the old one's step", c.SourceSeq)
+	}
+	res := mustAdvance(t, s, &store.ConsumerAdvance{Owner: bob, Name: "c", CreatedAtMS: fresh.CreatedAtMS,
+		ToSourceSeq: 1, Records: []model.Record{rec}, NowMS: base + 11})
+	if len(res.Created) != 1 {
+		t.Fatalf("the new consumer's own step: %+v", res)
+	}
 }
 
 func mustAck(t *testing.T, s store.Store, owner, name string, seq, nowMS, want int64) model.Consumer {
