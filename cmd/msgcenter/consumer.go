@@ -80,6 +80,23 @@ func (o *consumerOwner) owner(ctx context.Context, c *client.Client, name string
 	return info.Owner, nil
 }
 
+// resolve checks NAME, connects, and finds the consumer's owner: the
+// preamble of every command that acts on one consumer.
+func (o *consumerOwner) resolve(cmd *cobra.Command, g *globals, name string) (*client.Client, string, error) {
+	if err := checkName(name); err != nil {
+		return nil, "", err
+	}
+	c, err := g.client()
+	if err != nil {
+		return nil, "", err
+	}
+	owner, err := o.owner(cmd.Context(), c, name)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, owner, nil
+}
+
 // info returns the consumer with its progress.
 func (o *consumerOwner) info(ctx context.Context, c *client.Client, name string) (*wire.ConsumerInfo, error) {
 	if o.flag != "" {
@@ -254,14 +271,7 @@ func newConsumerListCmd(g *globals, o *consumerOwner) *cobra.Command {
 				}
 				return runConsumerList(g, cmd, o.flag)
 			}
-			if err := checkName(a[0]); err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			owner, err := o.owner(cmd.Context(), c, a[0])
+			_, owner, err := o.resolve(cmd, g, a[0])
 			if err != nil {
 				return err
 			}
@@ -346,14 +356,7 @@ func newConsumerDeleteCmd(g *globals, o *consumerOwner) *cobra.Command {
 		Short: "Delete a consumer and every record of its box (the source is untouched)",
 		Args:  args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if err := checkName(a[0]); err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			owner, err := o.owner(cmd.Context(), c, a[0])
+			c, owner, err := o.resolve(cmd, g, a[0])
 			if err != nil {
 				return err
 			}

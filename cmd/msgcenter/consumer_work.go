@@ -166,11 +166,7 @@ out and it returns to the queue.`,
 				with := false
 				req.WithObject = &with
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			owner, err := o.owner(cmd.Context(), c, a[0])
+			c, owner, err := o.resolve(cmd, g, a[0])
 			if err != nil {
 				return err
 			}
@@ -257,18 +253,11 @@ func newConsumerAckCmd(g *globals, o *consumerOwner) *cobra.Command {
 		Example: "  msgcenter consumer ack work 42",
 		Args:    args("NAME", "SEQ"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if err := checkName(a[0]); err != nil {
-				return err
-			}
 			seq, err := strconv.ParseInt(a[1], 10, 64)
 			if err != nil || seq < 0 {
 				return usagef("SEQ %q: want a seq of the consumer's box (0 or more)", a[1])
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			owner, err := o.owner(cmd.Context(), c, a[0])
+			c, owner, err := o.resolve(cmd, g, a[0])
 			if err != nil {
 				return err
 			}
