@@ -75,10 +75,10 @@ type ConsumerQuery struct {
 // ConsumerAdvance is one step of a consumer's fan-out.
 type ConsumerAdvance struct {
 	Owner, Name string
-	// CreatedAtMS, when set, must also match: a consumer deleted and created
-	// again under the same name is another consumer, and a step examined
-	// with the old one's filter must not land in the new one (the new one
-	// then conflicts, even at the same source seq).
+	// CreatedAtMS is the consumer's, as read with its position; it must
+	// match too: a consumer deleted and created again under the same name
+	// is another consumer, and a step examined with the old one's filter
+	// must not land in the new one (it conflicts, even at the same seq).
 	CreatedAtMS   int64
 	FromSourceSeq int64
 	ToSourceSeq   int64

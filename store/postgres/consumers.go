@@ -163,7 +163,7 @@ func (s *Store) ListConsumers(ctx context.Context, f store.ConsumerQuery) ([]mod
 // Its row lock is held until commit, so two nodes advancing the same
 // consumer take turns, and the second one's re-check of source_seq fails.
 const sqlAdvanceConsumer = `UPDATE consumers SET source_seq = $4, updated_at_ms = $5
-	WHERE owner = $1 AND name = $2 AND source_seq = $3 AND ($6::bigint = 0 OR created_at_ms = $6::bigint)`
+	WHERE owner = $1 AND name = $2 AND source_seq = $3 AND created_at_ms = $6`
 
 // sqlLockBodies locks the bodies a fan-out step refers to until it
 // commits: a concurrent orphan purge skips locked bodies (FOR UPDATE SKIP

@@ -185,7 +185,7 @@ func TestAdvanceConsumerRace(t *testing.T) {
 				// A different record id: a loser must not leave it behind.
 				recs = plan("adv-other", owner, box, testBase).Records
 			}
-			res, err := n.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: owner, Name: "race",
+			res, err := n.AdvanceConsumer(ctx, &store.ConsumerAdvance{CreatedAtMS: testBase, Owner: owner, Name: "race",
 				FromSourceSeq: 0, ToSourceSeq: 5, Records: recs, NowMS: testBase})
 			switch {
 			case err == nil:

@@ -104,7 +104,7 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		// The compare-and-set of AdvanceConsumer: it matches only while
 		// source_seq is still where the caller examined the source from.
 		{&st.advanceCAS, `UPDATE consumers SET source_seq = ?1, updated_at_ms = ?2
-			WHERE owner = ?3 AND name = ?4 AND source_seq = ?5 AND (?6 = 0 OR created_at_ms = ?6)`},
+			WHERE owner = ?3 AND name = ?4 AND source_seq = ?5 AND created_at_ms = ?6`},
 		// Only forward: an older or repeated ack changes nothing.
 		{&st.ackConsumer, `UPDATE consumers SET acked_seq = ?1, updated_at_ms = ?2
 			WHERE owner = ?3 AND name = ?4 AND acked_seq < ?1`},

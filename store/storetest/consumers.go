@@ -84,7 +84,7 @@ func feedConsumer(t *testing.T, s store.Store, owner, name, prefix string, n int
 		recs[i] = consumerRec(owner, name, m, nowMS)
 	}
 	c := mustGetConsumer(t, s, owner, name)
-	res := mustAdvance(t, s, &store.ConsumerAdvance{Owner: owner, Name: name, FromSourceSeq: c.SourceSeq,
+	res := mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: owner, Name: name, FromSourceSeq: c.SourceSeq,
 		ToSourceSeq: c.SourceSeq + int64(n), Records: recs, NowMS: nowMS})
 	if len(res.Created) != n {
 		t.Fatalf("feedConsumer: created %d records, want %d", len(res.Created), n)
@@ -218,7 +218,7 @@ func testConsumerAdvance(t *testing.T, s store.Store) {
 	for _, r := range src[:3] {
 		recs = append(recs, consumerRec(bob, "c", r.MsgID, now, withThread("t"), withTags("x")))
 	}
-	res := mustAdvance(t, s, &store.ConsumerAdvance{Owner: bob, Name: "c", FromSourceSeq: 0, ToSourceSeq: 3, Records: recs, NowMS: now})
+	res := mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "c", FromSourceSeq: 0, ToSourceSeq: 3, Records: recs, NowMS: now})
 	if len(res.Existing) != 0 {
 		t.Fatalf("Existing = %v, want none", res.Existing)
 	}
@@ -257,7 +257,7 @@ func testConsumerAdvance(t *testing.T, s store.Store) {
 	now2 := base + 200
 	again := consumerRec(bob, "c", recs[2].MsgID, now2)
 	fresh := consumerRec(bob, "c", src[3].MsgID, now2)
-	res = mustAdvance(t, s, &store.ConsumerAdvance{Owner: bob, Name: "c", FromSourceSeq: 3, ToSourceSeq: 4,
+	res = mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "c", FromSourceSeq: 3, ToSourceSeq: 4,
 		Records: []model.Record{again, fresh}, NowMS: now2})
 	requireSameSet(t, res.Existing, []string{again.RecordID}, "Existing")
 	requireIDs(t, res.Created, []string{fresh.RecordID}, "Created")
@@ -272,7 +272,7 @@ func testConsumerAdvance(t *testing.T, s store.Store) {
 	}
 
 	// A step that found nothing to take still moves SourceSeq.
-	res = mustAdvance(t, s, &store.ConsumerAdvance{Owner: bob, Name: "c", FromSourceSeq: 4, ToSourceSeq: 9, NowMS: now2 + 1})
+	res = mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "c", FromSourceSeq: 4, ToSourceSeq: 9, NowMS: now2 + 1})
 	if len(res.Created) != 0 || len(res.Existing) != 0 {
 		t.Fatalf("empty step: %s", dump(res))
 	}
@@ -289,14 +289,14 @@ func testConsumerAdvanceCAS(t *testing.T, s store.Store) {
 	mustCreateConsumer(t, s, newConsumer(bob, "c", alice, model.Inbox), false)
 	box := model.ConsumerBox("c")
 	first := consumerRec(bob, "c", src[0].MsgID, base+10)
-	mustAdvance(t, s, &store.ConsumerAdvance{Owner: bob, Name: "c", FromSourceSeq: 0, ToSourceSeq: 1,
+	mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "c", FromSourceSeq: 0, ToSourceSeq: 1,
 		Records: []model.Record{first}, NowMS: base + 10})
 	before := mustGetConsumer(t, s, bob, "c")
 	evBefore := allEvents(t, s, "")
 
 	for _, from := range []int64{0, 2} {
 		stale := []model.Record{consumerRec(bob, "c", src[1].MsgID, base+20), consumerRec(bob, "c", src[2].MsgID, base+20)}
-		res, err := s.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: bob, Name: "c", FromSourceSeq: from,
+		res, err := s.AdvanceConsumer(ctx, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "c", FromSourceSeq: from,
 			ToSourceSeq: 3, Records: stale, NowMS: base + 20})
 		requireErrIs(t, err, model.ErrConflict, fmt.Sprintf("AdvanceConsumer(from %d, SourceSeq is 1)", from))
 		if res != nil && len(res.Created) != 0 {
@@ -314,7 +314,7 @@ func testConsumerAdvanceCAS(t *testing.T, s store.Store) {
 
 	// The winner's next step goes through, and seqs continue without a gap.
 	next := consumerRec(bob, "c", src[1].MsgID, base+30)
-	res := mustAdvance(t, s, &store.ConsumerAdvance{Owner: bob, Name: "c", FromSourceSeq: 1, ToSourceSeq: 2,
+	res := mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "c", FromSourceSeq: 1, ToSourceSeq: 2,
 		Records: []model.Record{next}, NowMS: base + 30})
 	if len(res.Created) != 1 || res.Created[0].Seq != 2 {
 		t.Fatalf("advance after a conflict = %s, want one record with seq 2", dump(res))
@@ -327,14 +327,14 @@ func testConsumerAdvanceDeleted(t *testing.T, s store.Store) {
 	m := msgID("adv-deleted")
 	mustApply(t, s, newPlan(m, base, newRec(alice, model.Inbox, m, base)))
 	rec := consumerRec(bob, "c", m, base+10)
-	_, err := s.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: bob, Name: "c", ToSourceSeq: 1,
+	_, err := s.AdvanceConsumer(ctx, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "c", ToSourceSeq: 1,
 		Records: []model.Record{rec}, NowMS: base + 10})
 	requireErrIs(t, err, model.ErrNotFound, "AdvanceConsumer(never created)")
 	requireNoRecord(t, s, rec.RecordID)
 
 	mustCreateConsumer(t, s, newConsumer(bob, "c", alice, model.Inbox), false)
 	requireNoError(t, s.DeleteConsumer(ctx, bob, "c", base+5), "DeleteConsumer")
-	_, err = s.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: bob, Name: "c", ToSourceSeq: 1,
+	_, err = s.AdvanceConsumer(ctx, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "c", ToSourceSeq: 1,
 		Records: []model.Record{rec}, NowMS: base + 10})
 	requireErrIs(t, err, model.ErrNotFound, "AdvanceConsumer(deleted)")
 	requireNoRecord(t, s, rec.RecordID)
@@ -342,7 +342,7 @@ func testConsumerAdvanceDeleted(t *testing.T, s store.Store) {
 
 // A step examined for a consumer that was then deleted and created again
 // under the same name (at the same source seq) must not land in the new
-// one: with CreatedAtMS set, the compare-and-set tells them apart.
+// one: CreatedAtMS in the compare-and-set tells them apart.
 func testConsumerAdvanceRecreated(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	m := msgID("adv-recreated")
@@ -458,9 +458,9 @@ func testConsumerDelete(t *testing.T, s store.Store) {
 	mustCreateConsumer(t, s, newConsumer(bob, "keep", alice, model.Inbox), false)
 	goneRecs := []model.Record{consumerRec(bob, "gone", mShared, base+10), consumerRec(bob, "gone", mOnly, base+10),
 		consumerRec(bob, "gone", mSched, base+10)}
-	mustAdvance(t, s, &store.ConsumerAdvance{Owner: bob, Name: "gone", ToSourceSeq: 3, Records: goneRecs, NowMS: base + 10})
+	mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "gone", ToSourceSeq: 3, Records: goneRecs, NowMS: base + 10})
 	kept := consumerRec(bob, "keep", mShared, base+10)
-	mustAdvance(t, s, &store.ConsumerAdvance{Owner: bob, Name: "keep", ToSourceSeq: 1, Records: []model.Record{kept}, NowMS: base + 10})
+	mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "keep", ToSourceSeq: 1, Records: []model.Record{kept}, NowMS: base + 10})
 
 	requireNoError(t, s.DeleteConsumer(ctx, bob, "gone", base+20), "DeleteConsumer")
 	_, err := s.GetConsumer(ctx, bob, "gone")

@@ -195,7 +195,7 @@ func testPurgeConsumerProtects(t *testing.T, s store.Store) {
 	mustGet(t, s, src[1].RecordID)
 	mustGet(t, s, src[2].RecordID)
 
-	mustAdvance(t, s, &store.ConsumerAdvance{Owner: alice, Name: "c", FromSourceSeq: 1, ToSourceSeq: 3, NowMS: purgeMS})
+	mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: alice, Name: "c", FromSourceSeq: 1, ToSourceSeq: 3, NowMS: purgeMS})
 	requirePurged(t, mustPurge(t, s, p), inbox(1), 1, 0, "consumers at 3 and 2")
 	requireNoRecord(t, s, src[1].RecordID)
 	mustGet(t, s, src[2].RecordID)
@@ -241,7 +241,7 @@ func testPurgeAcked(t *testing.T, s store.Store) {
 		mustGet(t, s, r.RecordID) // 3, 4: unexamined by d; 5: beyond the cursor
 	}
 
-	mustAdvance(t, s, &store.ConsumerAdvance{Owner: carol, Name: "d", FromSourceSeq: 2, ToSourceSeq: 5, NowMS: purgeMS})
+	mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: carol, Name: "d", FromSourceSeq: 2, ToSourceSeq: 5, NowMS: purgeMS})
 	requirePurged(t, mustPurge(t, s, p), cons(2), 2, 0, "acked purge, d at 5")
 	requireNoRecord(t, s, recs[2].RecordID)
 	requireNoRecord(t, s, recs[3].RecordID)
