@@ -149,19 +149,22 @@ func (s *Store) runGroup(live []*writeReq) (errs []error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin: %w", err)
 	}
+	// Prepared once: parsing the three statements per write showed in the
+	// writer's profile.
+	sp, rb, rel := tx.StmtContext(bg, s.st.savepoint), tx.StmtContext(bg, s.st.rollbackTo), tx.StmtContext(bg, s.st.release)
 	errs = make([]error, len(live))
 	for i, r := range live {
-		if _, err := tx.ExecContext(bg, "SAVEPOINT w"); err != nil {
+		if _, err := sp.ExecContext(bg); err != nil {
 			_ = tx.Rollback()
 			return nil, err
 		}
 		if errs[i] = r.fn(tx); errs[i] != nil {
-			if _, err := tx.ExecContext(bg, "ROLLBACK TO w"); err != nil {
+			if _, err := rb.ExecContext(bg); err != nil {
 				_ = tx.Rollback()
 				return nil, err
 			}
 		}
-		if _, err := tx.ExecContext(bg, "RELEASE w"); err != nil {
+		if _, err := rel.ExecContext(bg); err != nil {
 			_ = tx.Rollback()
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/msgcenter/msgcenter/model"
 )
@@ -13,6 +14,7 @@ import (
 // written even for an empty set: a group with no subscribers is still a
 // group, not a plain DID.
 func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, nowMS int64) error {
+	defer s.lk.groups.forget(group)
 	return s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (group_did, updated_at_ms) VALUES (?, ?)
 			ON CONFLICT (group_did) DO UPDATE SET updated_at_ms = excluded.updated_at_ms`, group, nowMS); err != nil {
@@ -84,7 +86,15 @@ func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, 
 
 // IsGroup reports whether did is a group.
 func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
-	return s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = ?)", did)
+	v, gen, ok := s.lk.groups.get(did)
+	if ok {
+		return v, nil
+	}
+	v, err := s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = ?)", did)
+	if err == nil {
+		s.lk.groups.put(gen, did, v)
+	}
+	return v, err
 }
 
 // IsSubscriber reports whether did subscribes to group.
@@ -96,6 +106,7 @@ func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, erro
 // SetBlock makes owner block (on) or unblock blocked. Blocking twice keeps
 // the first time.
 func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error {
+	defer s.lk.blocked.forget(blockKey(owner, blocked))
 	return s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		if on {
@@ -111,14 +122,46 @@ func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, no
 	})
 }
 
-// BlockedBy returns which of owners block sender. The owners travel as one
-// JSON array parameter, so a fan-out of any size is one query with a fixed
-// text and no parameter limit to chunk around.
+// BlockedBy returns which of owners block sender, asking the database only
+// about the owners it has no answer for in memory.
 func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error) {
 	out := map[string]bool{}
-	if len(owners) == 0 {
+	var missing []string
+	var gen uint64
+	for i, o := range owners {
+		v, g, ok := s.lk.blocked.get(blockKey(o, sender))
+		if i == 0 {
+			gen = g
+		}
+		if !ok || g != gen {
+			missing = append(missing, o)
+			continue
+		}
+		if v {
+			out[o] = true
+		}
+	}
+	if len(missing) == 0 {
 		return out, nil
 	}
+	found, err := s.blockedBy(ctx, sender, missing)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range missing {
+		s.lk.blocked.put(gen, blockKey(o, sender), found[o])
+		if found[o] {
+			out[o] = true
+		}
+	}
+	return out, nil
+}
+
+// blockedBy is BlockedBy's query. The owners travel as one JSON array
+// parameter, so a fan-out of any size is one query with a fixed text and no
+// parameter limit to chunk around.
+func (s *Store) blockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error) {
+	out := map[string]bool{}
 	list, err := json.Marshal(owners)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: blocked by: %w", err)
@@ -144,6 +187,7 @@ func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (
 
 // SetRoutes replaces did's routes; their order is kept.
 func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error {
+	defer s.lk.routes.forget(did)
 	return s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM routes WHERE did = ?", did); err != nil {
 			return fmt.Errorf("sqlite: set routes: %w", err)
@@ -163,6 +207,18 @@ func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.Contac
 
 // Routes returns did's routes in the order they were set.
 func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
+	v, gen, ok := s.lk.routes.get(did)
+	if ok {
+		return slices.Clone(v), nil
+	}
+	v, err := s.routes(ctx, did)
+	if err == nil {
+		s.lk.routes.put(gen, did, slices.Clone(v))
+	}
+	return v, err
+}
+
+func (s *Store) routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
 	rows, err := s.query(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
 		mode, priority FROM routes WHERE did = ? ORDER BY idx`, did)
 	if err != nil {

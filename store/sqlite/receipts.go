@@ -143,6 +143,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]model.Ev
 
 // PutToken binds a token hash to an identity, replacing any earlier binding.
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
+	defer s.lk.tokens.forget(hash)
 	return s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (hash, did, role, created_at_ms) VALUES (?, ?, ?, ?)
 			ON CONFLICT (hash) DO UPDATE SET did = excluded.did, role = excluded.role,
@@ -156,6 +157,18 @@ func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, no
 
 // Token returns the identity a token hash is bound to.
 func (s *Store) Token(ctx context.Context, hash string) (model.Identity, error) {
+	id, gen, ok := s.lk.tokens.get(hash)
+	if ok {
+		return id, nil
+	}
+	id, err := s.token(ctx, hash)
+	if err == nil {
+		s.lk.tokens.put(gen, hash, id)
+	}
+	return id, err
+}
+
+func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) {
 	var id model.Identity
 	var role string
 	err := s.queryRow(ctx, "SELECT did, role FROM tokens WHERE hash = ?", hash).Scan(&id.DID, &role)

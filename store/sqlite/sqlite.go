@@ -60,6 +60,7 @@ type Store struct {
 	onGroup   func(size int) // test hook: called by the writer before each group
 
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
+	lk     lookups  // in-memory answers to the hot lookups (lookups.go)
 
 	ck     *sql.DB       // the checkpointer's own connection
 	ckKick chan struct{} // the writer asks for a checkpoint

@@ -33,6 +33,8 @@ type stmts struct {
 	advanceCAS     *sql.Stmt
 	ackConsumer    *sql.Stmt
 	lastSeqW       *sql.Stmt
+	// group commit's per-write savepoint (commit.go)
+	savepoint, rollbackTo, release *sql.Stmt
 
 	getRecord   *sql.Stmt // reader
 	getMessage  *sql.Stmt // reader
@@ -109,6 +111,9 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		{&st.ackConsumer, `UPDATE consumers SET acked_seq = ?1, updated_at_ms = ?2
 			WHERE owner = ?3 AND name = ?4 AND acked_seq < ?1`},
 		{&st.lastSeqW, boxLastSeq},
+		{&st.savepoint, "SAVEPOINT w"},
+		{&st.rollbackTo, "ROLLBACK TO w"},
+		{&st.release, "RELEASE w"},
 	}
 	for _, s := range ws {
 		p, err := w.PrepareContext(ctx, s.q)
@@ -140,7 +145,8 @@ func (st *stmts) close() {
 	for _, p := range []*sql.Stmt{st.insertMsg, st.insertIdem, st.getIdem, st.insertRecord,
 		st.bumpSeq, st.insertEvent, st.upsertConv, st.convUnread, st.claim, st.update,
 		st.recordState, st.consumeSched, st.consumeSchedTo, st.consumerW, st.advanceCAS,
-		st.ackConsumer, st.lastSeqW, st.getRecord, st.getMessage, st.getConsumer, st.lastSeq} {
+		st.ackConsumer, st.lastSeqW, st.savepoint, st.rollbackTo, st.release,
+		st.getRecord, st.getMessage, st.getConsumer, st.lastSeq} {
 		if p != nil {
 			p.Close()
 		}

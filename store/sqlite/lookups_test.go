@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// A fill that read the database before a write committed must not put the
+// old answer back after the write forgot the key.
+func TestLookupFillAfterForgetIsDropped(t *testing.T) {
+	t.Parallel()
+	var l lookup[bool]
+	_, gen, ok := l.get("k")
+	if ok {
+		t.Fatal("empty lookup had k")
+	}
+	l.forget("k") // the write commits while the reader is in the database
+	l.put(gen, "k", false)
+	if _, _, ok := l.get("k"); ok {
+		t.Fatal("a fill older than the forget was kept")
+	}
+	_, gen, _ = l.get("k")
+	l.put(gen, "k", true)
+	if v, _, ok := l.get("k"); !ok || !v {
+		t.Fatalf("current fill: got %v, %v; want true, true", v, ok)
+	}
+}
+
+func TestLookupBounded(t *testing.T) {
+	t.Parallel()
+	var l lookup[int]
+	for i := range lookupMax + 10 {
+		_, gen, _ := l.get("")
+		l.put(gen, fmt.Sprint(i), i)
+	}
+	if n := len(l.m); n > lookupMax {
+		t.Fatalf("lookup holds %d entries, bound is %d", n, lookupMax)
+	}
+}
+
+// Every write that changes a cached answer is seen by the next read, also
+// while other goroutines keep filling the caches.
+func TestLookupsFollowWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 { // readers racing the writes below
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = s.IsGroup(ctx, "did:g")
+				_, _ = s.BlockedBy(ctx, "did:s", []string{"did:o", "did:p"})
+				_, _ = s.Routes(ctx, "did:r")
+				_, _ = s.Token(ctx, "h")
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+
+	for i := range 50 {
+		on := i%2 == 0
+		if err := s.SetBlock(ctx, "did:o", "did:s", on, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.BlockedBy(ctx, "did:s", []string{"did:o", "did:p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["did:o"] != on || got["did:p"] {
+			t.Fatalf("write %d: blocked = %v, want did:o=%v only", i, got, on)
+		}
+
+		routes := []model.ContactRoute{{TunnelDID: "did:tunnel:t", Address: fmt.Sprint("a", i)}}
+		if err := s.SetRoutes(ctx, "did:r", routes); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := s.Routes(ctx, "did:r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 1 || rs[0].Address != routes[0].Address {
+			t.Fatalf("write %d: routes = %+v, want address %s", i, rs, routes[0].Address)
+		}
+		rs[0].Address = "changed by the caller"
+		if again, _ := s.Routes(ctx, "did:r"); again[0].Address != routes[0].Address {
+			t.Fatal("a caller's change to Routes' result reached the cache")
+		}
+
+		role := model.RoleAgent
+		if on {
+			role = model.RoleTunnel
+		}
+		if err := s.PutToken(ctx, "h", model.Identity{DID: "did:x", Role: role}, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		if id, err := s.Token(ctx, "h"); err != nil || id.Role != role {
+			t.Fatalf("write %d: token = %+v, %v; want role %s", i, id, err, role)
+		}
+	}
+
+	if g, err := s.IsGroup(ctx, "did:g"); err != nil || g {
+		t.Fatalf("before the group exists: IsGroup = %v, %v", g, err)
+	}
+	if err := s.SetGroupSubscribers(ctx, "did:g", nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := s.IsGroup(ctx, "did:g"); err != nil || !g {
+		t.Fatalf("after SetGroupSubscribers: IsGroup = %v, %v; want true", g, err)
+	}
+}
