@@ -177,6 +177,12 @@ func (s *Store) ListConsumers(ctx context.Context, f store.ConsumerQuery) ([]mod
 // created again under the name never hands out a seq a reader of the old
 // one has seen.
 func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS int64) error {
+	bodiesGone := false
+	defer func() {
+		if bodiesGone {
+			s.bodies.forgetAll()
+		}
+	}()
 	return s.write(ctx, func(tx *sql.Tx) error {
 		n, err := txExecN(ctx, tx, `DELETE FROM consumers WHERE owner = ? AND name = ?`, owner, name)
 		if err != nil {
@@ -193,6 +199,10 @@ func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS in
 		msgs, err := deleteOrphanBodies(ctx, tx, gone.msgIDs(), maxMS)
 		if err != nil {
 			return err
+		}
+		if msgs > 0 {
+			bodiesGone = true
+			s.bodies.forgetAll() // and again after the commit (bodies.go)
 		}
 		detail := fmt.Sprintf(`{"records":%d,"messages":%d}`, len(gone), msgs)
 		return s.consumerEvent(ctx, tx, model.EventConsumerDeleted, owner, name, nowMS, detail)

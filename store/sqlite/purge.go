@@ -162,6 +162,11 @@ const ackedQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM cons
 func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
 	limit := limitOr(p.Limit, defaultLimit)
 	var res store.PurgeResult
+	defer func() {
+		if res.Messages > 0 {
+			s.bodies.forgetAll()
+		}
+	}()
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res = store.PurgeResult{}
 		var gone goneRecords
@@ -190,6 +195,9 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 		var err error
 		if res.Messages, err = deleteOrphanBodies(ctx, tx, gone.msgIDs(), p.MessagesBeforeMS); err != nil {
 			return err
+		}
+		if res.Messages > 0 {
+			s.bodies.forgetAll() // and again after the commit (bodies.go)
 		}
 		if p.EventsBeforeMS > 0 {
 			// Only among the oldest ids: events are appended in time order,

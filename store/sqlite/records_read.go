@@ -199,9 +199,13 @@ func (s *Store) CountRecords(ctx context.Context) ([]store.BoxStateCount, error)
 	return out, nil
 }
 
-// GetMessage returns a message's canonical JSON body.
+// GetMessage returns a message's canonical JSON body. The caller must not
+// modify it: it may be shared with the body cache.
 func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
-	var body []byte
+	body, gen, ok := s.bodies.get(msgID)
+	if ok {
+		return body, nil
+	}
 	err := s.st.getMessage.QueryRowContext(ctx, msgID).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, model.NotFound("message")
@@ -209,16 +213,32 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get message %s: %w", msgID, err)
 	}
+	s.bodies.putIfCurrent(gen, msgID, body)
 	return body, nil
 }
 
-// GetMessages returns the bodies of the messages among ids that exist.
+// GetMessages returns the bodies of the messages among ids that exist,
+// reading from the database only those the body cache does not hold. The
+// caller must not modify them.
 func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(ids))
-	if len(ids) == 0 {
+	var missing []string
+	var gen uint64
+	for i, id := range ids {
+		b, g, ok := s.bodies.get(id)
+		if i == 0 {
+			gen = g
+		}
+		if ok {
+			out[id] = b
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
 		return out, nil
 	}
-	list, err := json.Marshal(ids)
+	list, err := json.Marshal(missing)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get messages: %w", err)
 	}
@@ -235,6 +255,7 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 			return nil, fmt.Errorf("sqlite: get messages: %w", err)
 		}
 		out[id] = body
+		s.bodies.putIfCurrent(gen, id, body)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: get messages: %w", err)

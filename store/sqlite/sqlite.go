@@ -61,6 +61,7 @@ type Store struct {
 
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
 	lk     lookups  // in-memory answers to the hot lookups (lookups.go)
+	bodies *bodyCache
 
 	ck     *sql.DB       // the checkpointer's own connection
 	ckKick chan struct{} // the writer asks for a checkpoint
@@ -128,7 +129,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	// Every field the writer goroutine reads is set before it starts.
 	s := &Store{w: w, log: log, reqs: make(chan *writeReq), quit: make(chan struct{}),
-		loopDone: make(chan struct{}), ckKick: make(chan struct{}, 1), ckRestart: make(chan struct{}, 1)}
+		loopDone: make(chan struct{}), bodies: newBodyCache(bodyCacheBytes), ckKick: make(chan struct{}, 1), ckRestart: make(chan struct{}, 1)}
 	go s.writeLoop()
 	// Migrate before the read pool exists: the writer's first connection is
 	// what switches a new file to WAL, and readers must not see a

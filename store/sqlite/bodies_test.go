@@ -1,0 +1,61 @@
+package sqlite
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+func TestBodyCacheStaysWithinBudget(t *testing.T) {
+	t.Parallel()
+	c := newBodyCache(64 << 10)
+	body := bytes.Repeat([]byte("x"), 1024)
+	for i := range 1000 {
+		c.put(fmt.Sprint(i), body)
+	}
+	total := 0
+	for _, m := range []map[string][]byte{c.cur, c.old} {
+		for _, b := range m {
+			total += len(b)
+		}
+	}
+	if total > c.limit {
+		t.Fatalf("cache holds %d bytes, budget %d", total, c.limit)
+	}
+	if _, _, ok := c.get("999"); !ok {
+		t.Fatal("the newest body was dropped")
+	}
+	if _, _, ok := c.get("0"); ok {
+		t.Fatal("the oldest body survived 1000 puts into a 64-body budget")
+	}
+	c.put("huge", make([]byte, c.limit))
+	if _, _, ok := c.get("huge"); ok {
+		t.Fatal("a body over an eighth of the budget was cached")
+	}
+}
+
+// A hit in the old generation moves the body to the new one, so a body
+// read often survives turnover.
+func TestBodyCacheKeepsWhatIsRead(t *testing.T) {
+	t.Parallel()
+	c := newBodyCache(16 << 10)
+	body := make([]byte, 1024)
+	c.put("hot", body)
+	for i := range 100 {
+		c.put(fmt.Sprint(i), body)
+		if _, _, ok := c.get("hot"); !ok {
+			t.Fatalf("a body read after every put was dropped at put %d", i)
+		}
+	}
+}
+
+func TestBodyCacheFillAfterForgetIsDropped(t *testing.T) {
+	t.Parallel()
+	c := newBodyCache(1 << 20)
+	_, gen, _ := c.get("m")
+	c.forgetAll() // retention deleted bodies while the reader was in the database
+	c.putIfCurrent(gen, "m", []byte("old"))
+	if _, _, ok := c.get("m"); ok {
+		t.Fatal("a body read before retention deleted it was cached after")
+	}
+}
