@@ -71,6 +71,10 @@ type Store interface {
 	// NextVisible returns the earliest visible_at_ms > afterMS among records
 	// of (owner, box) in state: when a waiting claimer should try again.
 	NextVisible(ctx context.Context, owner string, box model.BoxKind, state model.State, afterMS int64) (atMS int64, ok bool, err error)
+	// Claimable reports whether a Claim of (owner, box) from state at nowMS
+	// would find a record. It is a read: a waiting claimer woken by a change
+	// that left nothing to take asks this instead of queueing a write.
+	Claimable(ctx context.Context, owner string, box model.BoxKind, state model.State, nowMS int64) (bool, error)
 	// CountRecords counts records by box kind and state, for metrics.
 	CountRecords(ctx context.Context) ([]BoxStateCount, error)
 

@@ -193,6 +193,13 @@ func (s *Store) NextVisible(ctx context.Context, owner string, box model.BoxKind
 		owner, string(box), string(state), afterMS)
 }
 
+// Claimable reports whether a claim would find a record; the same index
+// walk as the claim's own subquery, without its row lock.
+func (s *Store) Claimable(ctx context.Context, owner string, box model.BoxKind, state model.State, nowMS int64) (bool, error) {
+	return s.exists(ctx, "claimable", `SELECT EXISTS (SELECT 1 FROM records
+		WHERE owner = $1 AND box = $2 AND state = $3 AND visible_at_ms <= $4)`, owner, string(box), string(state), nowMS)
+}
+
 // CountRecords counts records by box kind and state.
 func (s *Store) CountRecords(ctx context.Context) ([]store.BoxStateCount, error) {
 	rows, err := s.pool.Query(ctx,

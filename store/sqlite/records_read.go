@@ -175,6 +175,13 @@ func (s *Store) NextVisible(ctx context.Context, owner string, box model.BoxKind
 		owner, string(box), string(state), afterMS)
 }
 
+// Claimable reports whether a claim would find a record; the same index
+// walk as the claim's own subquery.
+func (s *Store) Claimable(ctx context.Context, owner string, box model.BoxKind, state model.State, nowMS int64) (bool, error) {
+	return s.exists(ctx, "claimable", `SELECT EXISTS (SELECT 1 FROM records
+		WHERE owner = ? AND box = ? AND state = ? AND visible_at_ms <= ?)`, owner, string(box), string(state), nowMS)
+}
+
 // CountRecords counts records by box kind and state.
 func (s *Store) CountRecords(ctx context.Context) ([]store.BoxStateCount, error) {
 	rows, err := s.query(ctx,

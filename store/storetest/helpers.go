@@ -280,6 +280,7 @@ func claimParams(owner string, box model.BoxKind, nowMS int64, leaseID string) s
 
 func mustClaim(t *testing.T, s store.Store, p store.ClaimParams) model.Record {
 	t.Helper()
+	requireClaimable(t, s, p, true)
 	r, err := s.Claim(t.Context(), p)
 	if err != nil {
 		t.Fatalf("Claim(%s %s %s→%s at %d): %v", p.Owner, p.Box, p.From, p.To, p.NowMS, err)
@@ -287,8 +288,19 @@ func mustClaim(t *testing.T, s store.Store, p store.ClaimParams) model.Record {
 	return r
 }
 
+// requireClaimable checks that Claimable agrees with the claim that follows
+// it: every claim test thereby tests Claimable too.
+func requireClaimable(t *testing.T, s store.Store, p store.ClaimParams, want bool) {
+	t.Helper()
+	got, err := s.Claimable(t.Context(), p.Owner, p.Box, p.From, p.NowMS)
+	if err != nil || got != want {
+		t.Fatalf("Claimable(%s %s %s at %d) = %v, %v; want %v (what the claim does)", p.Owner, p.Box, p.From, p.NowMS, got, err, want)
+	}
+}
+
 func requireNoClaim(t *testing.T, s store.Store, p store.ClaimParams) {
 	t.Helper()
+	requireClaimable(t, s, p, false)
 	r, err := s.Claim(t.Context(), p)
 	if !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("Claim(%s %s %s→%s at %d) = %s, %v; want model.ErrNotFound", p.Owner, p.Box, p.From, p.To, p.NowMS, dump(r), err)

@@ -1,0 +1,103 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// claimCounter counts the claim writes and the Claimable reads a service
+// makes.
+type claimCounter struct {
+	store.Store
+	claims, asks atomic.Int64
+}
+
+func (c *claimCounter) Claim(ctx context.Context, p store.ClaimParams) (model.Record, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, p)
+}
+
+func (c *claimCounter) Claimable(ctx context.Context, owner string, box model.BoxKind, state model.State, nowMS int64) (bool, error) {
+	c.asks.Add(1)
+	return c.Store.Claimable(ctx, owner, box, state, nowMS)
+}
+
+// TestWokenClaimersAskBeforeWriting: a change to a box that leaves nothing
+// to take (here an ack) wakes every waiting claimer; none of them may queue
+// a claim write for it, and a real new record is still taken by one of them.
+func TestWokenClaimersAskBeforeWriting(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cc := &claimCounter{Store: openTestStore(t)}
+	s := New(cc, Config{IdleRecheck: time.Hour}) // no timed re-checks: only wake-ups
+	bob := agent("did:bob")
+
+	if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, "first")}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{})
+	if err != nil || held == nil {
+		t.Fatalf("claim of the first record: %v, %v", held, err)
+	}
+
+	const waiters = 4
+	got := make(chan *wire.RecordWithMsg, waiters)
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{WaitMS: 60_000})
+			if err == nil && r != nil {
+				got <- r
+			}
+		}()
+	}
+	waitFor(t, "every waiter's first attempt", func() bool { return cc.claims.Load() == 1+waiters })
+
+	// The ack changes the box and wakes the waiters, but leaves nothing UNREAD.
+	if _, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: held.Record.Lease.ID}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every woken waiter to ask", func() bool { return cc.asks.Load() >= waiters })
+	if n := cc.claims.Load(); n != 1+waiters {
+		t.Fatalf("woken waiters queued %d claim writes for a change with nothing to take", n-1-waiters)
+	}
+
+	if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, "second")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.Record.State != model.Reading {
+			t.Fatalf("taken record is %s, want READING", r.Record.State)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no waiter took the new record")
+	}
+	cancel()
+	wg.Wait()
+	if len(got) != 0 {
+		t.Fatalf("%d more waiters took a record; there was one", len(got))
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
