@@ -72,6 +72,8 @@ type Store struct {
 	channel string
 	// events proves which event ids are final (events.go).
 	events eventHorizon
+	// group batches concurrent Applys into shared transactions (group.go).
+	group *grouper
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -95,7 +97,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: current schema: %w", err)
 	}
-	return &Store{pool: pool, log: log, channel: channelFor(schema), events: eventHorizon{wait: eventWait}}, nil
+	s := &Store{pool: pool, log: log, channel: channelFor(schema), events: eventHorizon{wait: eventWait}}
+	s.group = newGrouper(s, groupWriters)
+	return s, nil
 }
 
 // newPool builds the connection pool, with search_path set when a schema
@@ -131,6 +135,7 @@ func newPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 
 // Close releases every connection of the pool, waiting for the ones in use.
 func (s *Store) Close() error {
+	s.group.close()
 	s.pool.Close()
 	return nil
 }

@@ -93,65 +93,106 @@ const (
 
 // Apply writes one delivery plan in one transaction, sent as one batch:
 // idempotency key, body, schedule consumption, box locks and one statement
-// per record travel in a single round trip (plus BEGIN and COMMIT).
+// per record travel in a single round trip (plus BEGIN and COMMIT). Plans
+// that arrive while another is being written share its successor's
+// transaction (group.go).
 func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, error) {
+	if s.group != nil {
+		return s.group.apply(ctx, p)
+	}
+	return s.applyAlone(ctx, p)
+}
+
+// applyAlone writes one plan in a transaction of its own.
+func (s *Store) applyAlone(ctx context.Context, p *store.Plan) (*store.ApplyResult, error) {
 	var res *store.ApplyResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		res = &store.ApplyResult{}
-		recs := slices.Clone(p.Records)
-		b := &pgx.Batch{}
-		if p.Idem != nil {
-			b.Queue(sqlInsertIdem, p.Idem.Scope, p.Idem.Key, p.MsgID, p.NowMS)
-		}
-		if len(p.MsgBody) > 0 {
-			b.Queue(sqlInsertMsg, p.MsgID, p.MsgBody, p.NowMS)
-		}
-		if p.ConsumeSchedule != 0 {
-			b.Queue(sqlConsumeSched, p.ConsumeSchedule)
-		}
-		if err := s.queueRecords(b, recs, p.NowMS); err != nil {
-			return err
-		}
-
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		idemNew := true
-		if p.Idem != nil {
-			tag, err := br.Exec()
-			if err != nil {
-				return fail("idempotency key", err)
-			}
-			idemNew = tag.RowsAffected() == 1
-		}
-		if len(p.MsgBody) > 0 {
-			if _, err := br.Exec(); err != nil {
-				return fail("store message", err)
-			}
-		}
-		if p.ConsumeSchedule != 0 {
-			var n int64
-			if err := br.QueryRow().Scan(&n); err != nil {
-				return fail("consume schedule", err)
-			}
-			if n == 0 {
-				return model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
-			}
-		}
-		if err := readRecords(br, recs, res); err != nil {
-			return err
-		}
-		if err := br.Close(); err != nil {
-			return fail("apply", err)
-		}
-		if !idemNew {
-			// Checked last, after the batch: the rollback undoes everything
-			// the batch wrote, so "nothing written" holds all the same.
-			return checkIdem(ctx, tx, p.Idem, p.MsgID)
-		}
-		return nil
+		var err error
+		res, err = s.applyTx(ctx, tx, p, "")
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	return res, nil
+}
+
+// applyTx writes one plan in tx. With savepoint set, the plan's batch
+// starts with a SAVEPOINT of that name, in the same round trip.
+func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, p *store.Plan, savepoint string) (*store.ApplyResult, error) {
+	res := &store.ApplyResult{}
+	recs := slices.Clone(p.Records)
+	b := &pgx.Batch{}
+	if savepoint != "" {
+		b.Queue("SAVEPOINT " + savepoint)
+	}
+	// Box locks first, before the body's row lock (sqlInsertMsg): every
+	// writer takes box locks before any other, in sorted order, and a group
+	// (group.go) holds all of its boxes before its first plan runs, so a
+	// lone plan that took the body first could wait for a box the group
+	// holds while the group waits for the body. queueRecords locks them
+	// again, which costs nothing on rows this transaction holds.
+	boxes := distinctBoxes(recs)
+	lockBoxes(b, recs)
+	if p.Idem != nil {
+		b.Queue(sqlInsertIdem, p.Idem.Scope, p.Idem.Key, p.MsgID, p.NowMS)
+	}
+	if len(p.MsgBody) > 0 {
+		b.Queue(sqlInsertMsg, p.MsgID, p.MsgBody, p.NowMS)
+	}
+	if p.ConsumeSchedule != 0 {
+		b.Queue(sqlConsumeSched, p.ConsumeSchedule)
+	}
+	if err := s.queueRecords(b, recs, p.NowMS); err != nil {
+		return nil, err
+	}
+
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if savepoint != "" {
+		if _, err := br.Exec(); err != nil {
+			return nil, fail("savepoint", err)
+		}
+	}
+	for range boxes {
+		if _, err := br.Exec(); err != nil {
+			return nil, fail("lock box", err)
+		}
+	}
+	idemNew := true
+	if p.Idem != nil {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, fail("idempotency key", err)
+		}
+		idemNew = tag.RowsAffected() == 1
+	}
+	if len(p.MsgBody) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, fail("store message", err)
+		}
+	}
+	if p.ConsumeSchedule != 0 {
+		var n int64
+		if err := br.QueryRow().Scan(&n); err != nil {
+			return nil, fail("consume schedule", err)
+		}
+		if n == 0 {
+			return nil, model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
+		}
+	}
+	if err := readRecords(br, recs, res); err != nil {
+		return nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, fail("apply", err)
+	}
+	if !idemNew {
+		// Checked last, after the batch: the rollback undoes everything
+		// the batch wrote, so "nothing written" holds all the same.
+		if err := checkIdem(ctx, tx, p.Idem, p.MsgID); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

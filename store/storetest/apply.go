@@ -25,6 +25,7 @@ func applyTests() []testCase {
 		{"ConsumeMissingScheduleRollsBack", testApplyConsumeMissing},
 		{"ConcurrentSamePlan", testApplyConcurrentSamePlan},
 		{"ConcurrentSeq", testApplyConcurrentSeq},
+		{"ConcurrentConflictsRollBackAlone", testApplyConcurrentConflicts},
 	}
 }
 
@@ -432,6 +433,80 @@ func testApplyConcurrentSeq(t *testing.T, s store.Store) {
 		for i, r := range recs {
 			if r.Seq != int64(i+1) {
 				t.Fatalf("%s %s: seqs %v, want 1..%d without gaps or duplicates", ob.owner, ob.box, seqs(recs), len(recs))
+			}
+		}
+	}
+}
+
+// Plans that fail (a key bound to another message) among concurrent plans
+// into the same boxes: drivers that share one transaction between
+// concurrent writes must roll back only the failing plan. The others keep
+// their records, and the box's seqs stay 1..n without gaps.
+func testApplyConcurrentConflicts(t *testing.T, s store.Store) {
+	const workers, perWorker = 8, 12
+	bound := msgID("cconf-bound")
+	key := store.Idempotency{Scope: alice + "/post_send", Key: "cconf-key"}
+	first := newPlan(bound, base, newRec(alice, model.Outbox, bound, base), newRec(bob, model.Inbox, bound, base))
+	first.Idem = &key
+	mustApply(t, s, first)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var okIDs, badIDs []string
+	errs := make(chan error, workers*perWorker)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				m := msgID(fmt.Sprintf("cconf-%d-%d", w, i))
+				now := base + 1 + int64(w*100+i)
+				p := newPlan(m, now, newRec(alice, model.Outbox, m, now), newRec(bob, model.Inbox, m, now))
+				conflict := (w+i)%3 == 0
+				if conflict {
+					k := key
+					p.Idem = &k
+				}
+				_, err := s.Apply(t.Context(), p)
+				switch {
+				case conflict && !errors.Is(err, model.ErrConflict):
+					errs <- fmt.Errorf("plan %s with a key bound to another message: %v, want model.ErrConflict", short(m), err)
+				case !conflict && err != nil:
+					errs <- fmt.Errorf("plan %s: %v", short(m), err)
+				}
+				mu.Lock()
+				for _, r := range p.Records {
+					if conflict {
+						badIDs = append(badIDs, r.RecordID)
+					} else {
+						okIDs = append(okIDs, r.RecordID)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, id := range badIDs {
+		requireNoRecord(t, s, id)
+	}
+	for _, id := range okIDs {
+		mustGet(t, s, id)
+	}
+	want := 1 + len(okIDs)/2
+	for _, ob := range []struct {
+		owner string
+		box   model.BoxKind
+	}{{alice, model.Outbox}, {bob, model.Inbox}} {
+		recs := syncAll(t, s, store.SyncParams{Owner: ob.owner, Box: ob.box}, 100)
+		if len(recs) != want {
+			t.Fatalf("%s %s: %d records, want %d", ob.owner, ob.box, len(recs), want)
+		}
+		for i, r := range recs {
+			if r.Seq != int64(i+1) {
+				t.Fatalf("%s %s: seqs %v, want 1..%d without gaps", ob.owner, ob.box, seqs(recs), len(recs))
 			}
 		}
 	}
