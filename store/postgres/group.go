@@ -22,8 +22,15 @@ import (
 // so one plan's failure (an idempotency conflict, say) rolls back only
 // itself, and one commit flushes them all.
 
-// groupWriters is how many group transactions a node runs at once.
-const groupWriters = 1
+// groupWriters is how many group transactions a node runs at once: one per
+// four connections of the pool (pgxpool's default is max(4, CPUs); set it
+// with pool_max_conns in the URL). Several writers let sends into different
+// boxes commit in parallel on a PostgreSQL with cores to spare; sends into
+// one box still serialize on its lock, each group carrying several. On the
+// 2-core test machine two writers were no faster than one (docs/benchmarks.md),
+// and each writer holds a connection while it works, which the reads and
+// claims of the node also need.
+func groupWriters(maxConns int32) int { return max(1, int(maxConns)/4) }
 
 // maxGroup bounds a group so that its first plan is not kept waiting
 // behind an unbounded queue.

@@ -98,7 +98,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: current schema: %w", err)
 	}
 	s := &Store{pool: pool, log: log, channel: channelFor(schema), events: eventHorizon{wait: eventWait}}
-	s.group = newGrouper(s, groupWriters)
+	s.group = newGrouper(s, groupWriters(pool.Config().MaxConns))
 	return s, nil
 }
 
