@@ -183,8 +183,8 @@ func msgIDsOf(recs []model.Record) []string {
 
 // AdvanceConsumer inserts one fan-out step's records into the consumer's
 // box and moves its source seq, in one transaction sent as one batch: the
-// compare-and-set comes first, then exactly what Apply queues for records
-// (queueRecords). When the compare-and-set misses, the whole transaction
+// compare-and-set comes first, then the box locks and exactly what Apply
+// queues for records (queueRecords). When the compare-and-set misses, the whole transaction
 // is rolled back, so nothing the batch did afterwards is kept.
 func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (*store.ApplyResult, error) {
 	var res *store.ApplyResult
@@ -194,9 +194,11 @@ func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (
 		b := &pgx.Batch{}
 		b.Queue(sqlAdvanceConsumer, a.Owner, a.Name, a.FromSourceSeq, a.ToSourceSeq, a.NowMS, a.CreatedAtMS)
 		var bodies []string
+		locks := 0
 		if len(recs) > 0 {
 			bodies = msgIDsOf(recs)
 			b.Queue(sqlLockBodies, bodies)
+			locks = lockBoxes(b, recs)
 			if err := s.queueRecords(b, recs, a.NowMS); err != nil {
 				return err
 			}
@@ -223,6 +225,9 @@ func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (
 				// now (with the source record, which the next step will no
 				// longer see): this step must not refer to it.
 				return model.Conflict("source_seq", "a message body of this step was purged meanwhile; the step is examined again")
+			}
+			if err := readLocks(br, locks); err != nil {
+				return err
 			}
 			if err := readRecords(br, recs, res); err != nil {
 				return err

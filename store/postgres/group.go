@@ -32,6 +32,9 @@ import (
 // claims of the node also need.
 func groupWriters(maxConns int32) int { return max(1, int(maxConns)/4) }
 
+// groupSavepoint is the savepoint each plan of a group opens (applyTx).
+const groupSavepoint = "plan"
+
 // maxGroup bounds a group so that its first plan is not kept waiting
 // behind an unbounded queue.
 const maxGroup = 32
@@ -116,14 +119,14 @@ func (g *grouper) run(batch []*applyReq) {
 		live = append(live, r)
 	}
 	if len(live) > 1 {
-		if err := g.s.applyGroup(live); err == nil {
+		err := g.s.applyGroup(live)
+		if err == nil {
 			for _, r := range live {
 				close(r.done)
 			}
 			return
-		} else {
-			g.s.log.Debug("postgres: group commit failed, writing its plans one by one", "plans", len(live), "err", err)
 		}
+		g.s.log.Debug("postgres: group commit failed, writing its plans one by one", "plans", len(live), "err", err)
 	}
 	for _, r := range live {
 		r.res, r.err = g.s.applyAlone(r.ctx, r.plan)
@@ -154,14 +157,14 @@ func (s *Store) applyGroup(reqs []*applyReq) error {
 		// maxGroup keeps the nesting within the subtransactions PostgreSQL
 		// caches per backend (64).
 		for _, r := range reqs {
-			r.res, r.err = s.applyTx(ctx, tx, r.plan, "plan")
+			r.res, r.err = s.applyTx(ctx, tx, r.plan, true)
 			if r.err == nil {
 				continue
 			}
 			if retryable(r.err) {
 				return r.err // a deadlock took the whole transaction
 			}
-			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT plan"); err != nil {
+			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+groupSavepoint); err != nil {
 				return fail("rollback to savepoint", err)
 			}
 			r.res = nil

@@ -108,7 +108,7 @@ func (s *Store) applyAlone(ctx context.Context, p *store.Plan) (*store.ApplyResu
 	var res *store.ApplyResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		res, err = s.applyTx(ctx, tx, p, "")
+		res, err = s.applyTx(ctx, tx, p, false)
 		return err
 	})
 	if err != nil {
@@ -117,23 +117,25 @@ func (s *Store) applyAlone(ctx context.Context, p *store.Plan) (*store.ApplyResu
 	return res, nil
 }
 
-// applyTx writes one plan in tx. With savepoint set, the plan's batch
-// starts with a SAVEPOINT of that name, in the same round trip.
-func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, p *store.Plan, savepoint string) (*store.ApplyResult, error) {
+// applyTx writes one plan in tx. A plan alone locks its boxes first; a
+// plan in a group (group.go) finds them locked by the group and instead
+// opens the group's savepoint, in the same round trip.
+//
+// Box locks come before the body's row lock (sqlInsertMsg) because a group
+// holds all of its boxes before its first plan runs: a lone plan that took
+// a body first could wait for a box the group holds while the group waits
+// for that body. (AdvanceConsumer locks bodies before boxes, but its boxes
+// are consumer boxes, which plans never write.)
+func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, p *store.Plan, inGroup bool) (*store.ApplyResult, error) {
 	res := &store.ApplyResult{}
 	recs := slices.Clone(p.Records)
 	b := &pgx.Batch{}
-	if savepoint != "" {
-		b.Queue("SAVEPOINT " + savepoint)
+	locks := 0
+	if inGroup {
+		b.Queue("SAVEPOINT " + groupSavepoint)
+	} else {
+		locks = lockBoxes(b, recs)
 	}
-	// Box locks first, before the body's row lock (sqlInsertMsg): every
-	// writer takes box locks before any other, in sorted order, and a group
-	// (group.go) holds all of its boxes before its first plan runs, so a
-	// lone plan that took the body first could wait for a box the group
-	// holds while the group waits for the body. queueRecords locks them
-	// again, which costs nothing on rows this transaction holds.
-	boxes := distinctBoxes(recs)
-	lockBoxes(b, recs)
 	if p.Idem != nil {
 		b.Queue(sqlInsertIdem, p.Idem.Scope, p.Idem.Key, p.MsgID, p.NowMS)
 	}
@@ -149,15 +151,13 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, p *store.Plan, savepoint
 
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	if savepoint != "" {
+	if inGroup {
 		if _, err := br.Exec(); err != nil {
 			return nil, fail("savepoint", err)
 		}
 	}
-	for range boxes {
-		if _, err := br.Exec(); err != nil {
-			return nil, fail("lock box", err)
-		}
+	if err := readLocks(br, locks); err != nil {
+		return nil, err
 	}
 	idemNew := true
 	if p.Idem != nil {
@@ -197,14 +197,13 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, p *store.Plan, savepoint
 	return res, nil
 }
 
-// queueRecords queues everything inserting recs takes, in this order: the
-// lock of every box they go to (lockBoxes), one sqlInsertRecord per record
-// (seq, record.created event, conversation), and the notification of their
-// boxes, which PostgreSQL delivers at commit, so other nodes' long polls
-// and streams wake up once the records are visible. Apply and
-// AdvanceConsumer share it; readRecords reads its results.
+// queueRecords queues everything inserting recs takes once their boxes are
+// locked (lockBoxes): one sqlInsertRecord per record (seq, record.created
+// event, conversation), and the notification of their boxes, which
+// PostgreSQL delivers at commit, so other nodes' long polls and streams
+// wake up once the records are visible. Apply and AdvanceConsumer share
+// it; readRecords reads its results.
 func (s *Store) queueRecords(b *pgx.Batch, recs []model.Record, nowMS int64) error {
-	lockBoxes(b, recs)
 	for i := range recs {
 		if err := queueInsertRecord(b, &recs[i], nowMS); err != nil {
 			return err
@@ -217,11 +216,6 @@ func (s *Store) queueRecords(b *pgx.Batch, recs []model.Record, nowMS int64) err
 // readRecords reads the results queueRecords queued, setting each new
 // record's seq and sorting recs into res.Created and res.Existing.
 func readRecords(br pgx.BatchResults, recs []model.Record, res *store.ApplyResult) error {
-	for range distinctBoxes(recs) {
-		if _, err := br.Exec(); err != nil {
-			return fail("lock box", err)
-		}
-	}
 	for i := range recs {
 		err := br.QueryRow().Scan(&recs[i].Seq)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -281,10 +275,24 @@ func distinctBoxes(recs []model.Record) []boxKey {
 // them. Holding the box lock also means no other transaction can be halfway
 // through inserting one of our records, so the insert that follows sees
 // every existing record and never consumes a seq for one.
-func lockBoxes(b *pgx.Batch, recs []model.Record) {
-	for _, k := range distinctBoxes(recs) {
+//
+// It returns how many locks it queued, for readLocks.
+func lockBoxes(b *pgx.Batch, recs []model.Record) int {
+	boxes := distinctBoxes(recs)
+	for _, k := range boxes {
 		b.Queue(sqlLockBox, k.owner, k.box)
 	}
+	return len(boxes)
+}
+
+// readLocks reads the results of n queued box locks.
+func readLocks(br pgx.BatchResults, n int) error {
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return fail("lock box", err)
+		}
+	}
+	return nil
 }
 
 // queueInsertRecord queues rec's insert, defaulting its timestamps as the
