@@ -86,15 +86,9 @@ func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, 
 
 // IsGroup reports whether did is a group.
 func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
-	v, gen, ok := s.lk.groups.get(did)
-	if ok {
-		return v, nil
-	}
-	v, err := s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = ?)", did)
-	if err == nil {
-		s.lk.groups.put(gen, did, v)
-	}
-	return v, err
+	return remember(&s.lk.groups, did, func() (bool, error) {
+		return s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = ?)", did)
+	})
 }
 
 // IsSubscriber reports whether did subscribes to group.
@@ -125,33 +119,32 @@ func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, no
 // BlockedBy returns which of owners block sender, asking the database only
 // about the owners it has no answer for in memory.
 func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error) {
-	out := map[string]bool{}
-	var missing []string
-	var gen uint64
+	keys := make([]string, len(owners))
 	for i, o := range owners {
-		v, g, ok := s.lk.blocked.get(blockKey(o, sender))
-		if i == 0 {
-			gen = g
-		}
-		if !ok || g != gen {
-			missing = append(missing, o)
-			continue
-		}
-		if v {
+		keys[i] = blockKey(o, sender)
+	}
+	known, missing, gen := s.lk.blocked.getMany(keys)
+	out := map[string]bool{}
+	for i, o := range owners {
+		if known[i] {
 			out[o] = true
 		}
 	}
 	if len(missing) == 0 {
 		return out, nil
 	}
-	found, err := s.blockedBy(ctx, sender, missing)
+	ask := make([]string, len(missing))
+	for j, i := range missing {
+		ask[j] = owners[i]
+	}
+	found, err := s.blockedBy(ctx, sender, ask)
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range missing {
-		s.lk.blocked.put(gen, blockKey(o, sender), found[o])
-		if found[o] {
-			out[o] = true
+	for j, i := range missing {
+		s.lk.blocked.put(gen, keys[i], found[ask[j]])
+		if found[ask[j]] {
+			out[ask[j]] = true
 		}
 	}
 	return out, nil
@@ -207,15 +200,8 @@ func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.Contac
 
 // Routes returns did's routes in the order they were set.
 func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
-	v, gen, ok := s.lk.routes.get(did)
-	if ok {
-		return slices.Clone(v), nil
-	}
-	v, err := s.routes(ctx, did)
-	if err == nil {
-		s.lk.routes.put(gen, did, slices.Clone(v))
-	}
-	return v, err
+	v, err := remember(&s.lk.routes, did, func() ([]model.ContactRoute, error) { return s.routes(ctx, did) })
+	return slices.Clone(v), err // the caller's copy: it must not reach the cache
 }
 
 func (s *Store) routes(ctx context.Context, did string) ([]model.ContactRoute, error) {

@@ -40,6 +40,23 @@ func (l *lookup[V]) get(k string) (v V, gen uint64, ok bool) {
 	return v, l.gen, ok
 }
 
+// getMany is get for several keys under one lock (a group fan-out asks
+// about thousands): vals[i] is the answer for keys[i], missing lists the
+// indexes it has none for.
+func (l *lookup[V]) getMany(keys []string) (vals []V, missing []int, gen uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	vals = make([]V, len(keys))
+	for i, k := range keys {
+		v, ok := l.m[k]
+		if !ok {
+			missing = append(missing, i)
+		}
+		vals[i] = v
+	}
+	return vals, missing, l.gen
+}
+
 // put caches v under k unless a forget happened since gen was read.
 func (l *lookup[V]) put(gen uint64, k string, v V) {
 	l.mu.Lock()
@@ -63,6 +80,19 @@ func (l *lookup[V]) forget(keys ...string) {
 	for _, k := range keys {
 		delete(l.m, k)
 	}
+}
+
+// remember returns l's answer for k, or else fill's, which it keeps.
+func remember[V any](l *lookup[V], k string, fill func() (V, error)) (V, error) {
+	v, gen, ok := l.get(k)
+	if ok {
+		return v, nil
+	}
+	v, err := fill()
+	if err == nil {
+		l.put(gen, k, v)
+	}
+	return v, err
 }
 
 // lookups are the Store's caches, one per kind of answer.

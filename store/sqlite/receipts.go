@@ -157,15 +157,7 @@ func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, no
 
 // Token returns the identity a token hash is bound to.
 func (s *Store) Token(ctx context.Context, hash string) (model.Identity, error) {
-	id, gen, ok := s.lk.tokens.get(hash)
-	if ok {
-		return id, nil
-	}
-	id, err := s.token(ctx, hash)
-	if err == nil {
-		s.lk.tokens.put(gen, hash, id)
-	}
-	return id, err
+	return remember(&s.lk.tokens, hash, func() (model.Identity, error) { return s.token(ctx, hash) })
 }
 
 func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) {
