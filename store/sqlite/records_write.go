@@ -162,7 +162,7 @@ type txWriter struct {
 	tx  *sql.Tx
 	st  *stmts
 	// bound copies, by parent statement
-	insertRec, bumpSeq, insertEvent, upsertConv, convUnread, claim, update *sql.Stmt
+	insertEvent, convUnread, claim, update *sql.Stmt
 }
 
 func (s *Store) txStmts(ctx context.Context, tx *sql.Tx) *txWriter {
@@ -174,79 +174,6 @@ func (w *txWriter) bind(slot **sql.Stmt, parent *sql.Stmt) *sql.Stmt {
 		*slot = w.tx.StmtContext(w.ctx, parent)
 	}
 	return *slot
-}
-
-// insertRecord inserts rec with the next seq of its box, filling rec.Seq and
-// defaulted timestamps. created is false when the record already exists.
-func (w *txWriter) insertRecord(ctx context.Context, rec *model.Record, nowMS int64) (bool, error) {
-	if rec.CreatedAtMS == 0 {
-		rec.CreatedAtMS = nowMS
-	}
-	if rec.UpdatedAtMS == 0 {
-		rec.UpdatedAtMS = rec.CreatedAtMS
-	}
-	tags, err := jsonText(len(rec.Tags) > 0, rec.Tags)
-	if err != nil {
-		return false, err
-	}
-	route, err := jsonText(rec.Route != nil, rec.Route)
-	if err != nil {
-		return false, err
-	}
-	var leaseID, holder, until any
-	if rec.Lease != nil {
-		leaseID, holder, until = rec.Lease.ID, rec.Lease.Holder, rec.Lease.ExpiresAtMS
-	}
-	d := &rec.Delivery
-	err = w.bind(&w.insertRec, w.st.insertRecord).QueryRowContext(ctx, rec.RecordID, rec.Owner, string(rec.BoxKind), rec.MsgID,
-		string(rec.State), rec.CreatedAtMS, rec.UpdatedAtMS, rec.SortKey, rec.ThreadKey, tags, route,
-		d.Attempts, d.NextRetryAtMS, d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage,
-		d.RetryAfterMS, d.LastError, d.NextRetryAtMS, leaseID, holder, until).Scan(&rec.Seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("sqlite: insert record %s: %w", rec.RecordID, err)
-	}
-	if _, err := w.bind(&w.bumpSeq, w.st.bumpSeq).ExecContext(ctx, rec.Owner, string(rec.BoxKind), rec.Seq); err != nil {
-		return false, fmt.Errorf("sqlite: advance box seq: %w", err)
-	}
-	return true, nil
-}
-
-// insertRecords inserts every record of recs that does not exist yet, in
-// order, each with the next seq of its box and a record.created event, and
-// keeps conversations in step. It reports into res which records it
-// created and which existed. Apply and AdvanceConsumer share it, so a
-// record reaches a box the same way whatever put it there.
-func (w *txWriter) insertRecords(ctx context.Context, recs []model.Record, nowMS int64, res *store.ApplyResult) error {
-	for i := range recs {
-		rec := recs[i]
-		created, err := w.insertRecord(ctx, &rec, nowMS)
-		if err != nil {
-			return err
-		}
-		if !created {
-			res.Existing = append(res.Existing, rec.RecordID)
-			continue
-		}
-		if err := w.event(ctx, model.EventRecordCreated, &rec, "", rec.State, nowMS, ""); err != nil {
-			return err
-		}
-		if rec.BoxKind.HasConversations() && rec.ThreadKey != "" {
-			unread := 0
-			if rec.State.IsUnread() {
-				unread = 1
-			}
-			_, err := w.bind(&w.upsertConv, w.st.upsertConv).ExecContext(ctx, rec.Owner, rec.ThreadKey,
-				rec.MsgID, rec.RecordID, string(rec.BoxKind), rec.Seq, unread, nowMS)
-			if err != nil {
-				return fmt.Errorf("sqlite: update conversation: %w", err)
-			}
-		}
-		res.Created = append(res.Created, rec)
-	}
-	return nil
 }
 
 // event appends one record event.

@@ -19,10 +19,7 @@ type stmts struct {
 	insertMsg      *sql.Stmt
 	insertIdem     *sql.Stmt
 	getIdem        *sql.Stmt
-	insertRecord   *sql.Stmt
-	bumpSeq        *sql.Stmt
 	insertEvent    *sql.Stmt
-	upsertConv     *sql.Stmt
 	convUnread     *sql.Stmt
 	claim          *sql.Stmt
 	update         *sql.Stmt
@@ -35,6 +32,7 @@ type stmts struct {
 	lastSeqW       *sql.Stmt
 	// group commit's per-write savepoint (commit.go)
 	savepoint, rollbackTo, release *sql.Stmt
+	bulk                           bulkStmts // record inserts, a chunk per statement (bulk.go)
 
 	getRecord   *sql.Stmt // reader
 	getMessage  *sql.Stmt // reader
@@ -55,32 +53,8 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		{&st.insertIdem, `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES (?, ?, ?, ?)
 			ON CONFLICT (scope, key) DO NOTHING`},
 		{&st.getIdem, `SELECT msg_id FROM idempotency WHERE scope = ? AND key = ?`},
-		// The seq is computed from box_seqs inside the insert, so a record
-		// that already exists costs one statement and consumes no seq.
-		{&st.insertRecord, `INSERT INTO records (record_id, owner, box, msg_id, state, seq,
-				created_at_ms, updated_at_ms, sort_key, thread_key, tags, route,
-				attempts, next_retry_at_ms, external_msg_id, delivered_at_ms, error_code,
-				error_message, retry_after_ms, last_error, visible_at_ms,
-				lease_id, lease_holder, lease_until_ms)
-			VALUES (?1, ?2, ?3, ?4, ?5,
-				COALESCE((SELECT last_seq FROM box_seqs WHERE owner = ?2 AND box = ?3), 0) + 1,
-				?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)
-			ON CONFLICT (record_id) DO NOTHING
-			RETURNING seq`},
-		{&st.bumpSeq, `INSERT INTO box_seqs (owner, box, last_seq) VALUES (?, ?, ?)
-			ON CONFLICT (owner, box) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)`},
 		{&st.insertEvent, `INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&st.upsertConv, `INSERT INTO conversations (owner, thread_key, last_msg_id, last_record_id,
-				last_box, last_seq, unread_count, updated_at_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (owner, thread_key) DO UPDATE SET
-				last_msg_id = excluded.last_msg_id,
-				last_record_id = excluded.last_record_id,
-				last_box = excluded.last_box,
-				last_seq = excluded.last_seq,
-				unread_count = unread_count + excluded.unread_count,
-				updated_at_ms = excluded.updated_at_ms`},
 		// Clamped at zero so a count can never go negative, even if records
 		// predate the conversation row.
 		{&st.convUnread, `UPDATE conversations SET unread_count = max(unread_count + ?, 0)
@@ -122,6 +96,9 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		}
 		*s.p = p
 	}
+	if err := st.bulk.prepare(ctx, w); err != nil {
+		return err
+	}
 	rs := []struct {
 		p *(*sql.Stmt)
 		q string
@@ -142,8 +119,9 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	for _, p := range []*sql.Stmt{st.insertMsg, st.insertIdem, st.getIdem, st.insertRecord,
-		st.bumpSeq, st.insertEvent, st.upsertConv, st.convUnread, st.claim, st.update,
+	st.bulk.close()
+	for _, p := range []*sql.Stmt{st.insertMsg, st.insertIdem, st.getIdem,
+		st.insertEvent, st.convUnread, st.claim, st.update,
 		st.recordState, st.consumeSched, st.consumeSchedTo, st.consumerW, st.advanceCAS,
 		st.ackConsumer, st.lastSeqW, st.savepoint, st.rollbackTo, st.release,
 		st.getRecord, st.getMessage, st.getConsumer, st.lastSeq} {
