@@ -48,52 +48,11 @@ const (
 	// box's first record) without changing it. See lockBoxes.
 	sqlLockBox = `INSERT INTO box_seqs (owner, box, last_seq) VALUES ($1, $2, 0)
 		ON CONFLICT (owner, box) DO UPDATE SET last_seq = box_seqs.last_seq`
-
-	// sqlInsertRecord inserts one record with the next seq of its box, bumps
-	// the counter, appends record.created and updates the conversation, all
-	// only if the record is new: a record that exists costs one statement
-	// and consumes no seq. It runs after sqlLockBox in the same transaction,
-	// so its snapshot already sees every committed record of the box and
-	// ON CONFLICT (record_id) detects existing ones reliably.
-	sqlInsertRecord = `WITH ins AS (
-			INSERT INTO records (record_id, owner, box, msg_id, state, seq,
-				created_at_ms, updated_at_ms, sort_key, thread_key, tags, route,
-				attempts, next_retry_at_ms, external_msg_id, delivered_at_ms, error_code,
-				error_message, retry_after_ms, last_error, visible_at_ms,
-				lease_id, lease_holder, lease_until_ms)
-			SELECT $1::text, b.owner, b.box, $4::text, $5::text, b.last_seq + 1,
-				$6::bigint, $7::bigint, $8::bigint, $9::text, $10::text, $11::text,
-				$12::int, $13::bigint, $14::text, $15::bigint, $16::text,
-				$17::text, $18::bigint, $19::text, $13::bigint,
-				$20::text, $21::text, $22::bigint
-			FROM box_seqs b WHERE b.owner = $2::text AND b.box = $3::text
-			ON CONFLICT (record_id) DO NOTHING
-			RETURNING record_id, owner, box, msg_id, state, seq, thread_key
-		), bump AS (
-			UPDATE box_seqs b SET last_seq = ins.seq FROM ins
-			WHERE b.owner = ins.owner AND b.box = ins.box
-		), ev AS (
-			INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
-			SELECT 'record.created', owner, box, record_id, msg_id, '', state, $23::bigint, '' FROM ins
-		), conv AS (
-			INSERT INTO conversations (owner, thread_key, last_msg_id, last_record_id,
-				last_box, last_seq, unread_count, updated_at_ms)
-			SELECT owner, thread_key, msg_id, record_id, box, seq, $24::bigint, $23::bigint
-			FROM ins WHERE $25::boolean
-			ON CONFLICT (owner, thread_key) DO UPDATE SET
-				last_msg_id = excluded.last_msg_id,
-				last_record_id = excluded.last_record_id,
-				last_box = excluded.last_box,
-				last_seq = excluded.last_seq,
-				unread_count = conversations.unread_count + excluded.unread_count,
-				updated_at_ms = excluded.updated_at_ms
-		)
-		SELECT seq FROM ins`
 )
 
 // Apply writes one delivery plan in one transaction, sent as one batch:
 // idempotency key, body, schedule consumption, box locks and one statement
-// per record travel in a single round trip (plus BEGIN and COMMIT). Plans
+// for all the records (bulk.go) travel in a single round trip (plus BEGIN and COMMIT). Plans
 // that arrive while another is being written share its successor's
 // transaction (group.go).
 func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, error) {
@@ -197,42 +156,6 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, p *store.Plan, inGroup b
 	return res, nil
 }
 
-// queueRecords queues everything inserting recs takes once their boxes are
-// locked (lockBoxes): one sqlInsertRecord per record (seq, record.created
-// event, conversation), and the notification of their boxes, which
-// PostgreSQL delivers at commit, so other nodes' long polls and streams
-// wake up once the records are visible. Apply and AdvanceConsumer share
-// it; readRecords reads its results.
-func (s *Store) queueRecords(b *pgx.Batch, recs []model.Record, nowMS int64) error {
-	for i := range recs {
-		if err := queueInsertRecord(b, &recs[i], nowMS); err != nil {
-			return err
-		}
-	}
-	b.Queue(sqlNotify, s.channel, changedBoxes(recs))
-	return nil
-}
-
-// readRecords reads the results queueRecords queued, setting each new
-// record's seq and sorting recs into res.Created and res.Existing.
-func readRecords(br pgx.BatchResults, recs []model.Record, res *store.ApplyResult) error {
-	for i := range recs {
-		err := br.QueryRow().Scan(&recs[i].Seq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			res.Existing = append(res.Existing, recs[i].RecordID)
-			continue
-		}
-		if err != nil {
-			return fail("insert record "+recs[i].RecordID, err)
-		}
-		res.Created = append(res.Created, recs[i])
-	}
-	if _, err := br.Exec(); err != nil {
-		return fail("notify", err)
-	}
-	return nil
-}
-
 // checkIdem fails with a conflict if the key, which already existed, is
 // bound to another message. A separate statement so that it sees a key a
 // concurrent transaction committed while ours waited for it.
@@ -292,40 +215,6 @@ func readLocks(br pgx.BatchResults, n int) error {
 			return fail("lock box", err)
 		}
 	}
-	return nil
-}
-
-// queueInsertRecord queues rec's insert, defaulting its timestamps as the
-// SQLite driver does.
-func queueInsertRecord(b *pgx.Batch, rec *model.Record, nowMS int64) error {
-	if rec.CreatedAtMS == 0 {
-		rec.CreatedAtMS = nowMS
-	}
-	if rec.UpdatedAtMS == 0 {
-		rec.UpdatedAtMS = rec.CreatedAtMS
-	}
-	tags, err := jsonText(len(rec.Tags) > 0, rec.Tags)
-	if err != nil {
-		return err
-	}
-	route, err := jsonText(rec.Route != nil, rec.Route)
-	if err != nil {
-		return err
-	}
-	var leaseID, holder, until any
-	if rec.Lease != nil {
-		leaseID, holder, until = rec.Lease.ID, rec.Lease.Holder, rec.Lease.ExpiresAtMS
-	}
-	var unread int64
-	if rec.State.IsUnread() {
-		unread = 1
-	}
-	d := &rec.Delivery
-	b.Queue(sqlInsertRecord, rec.RecordID, rec.Owner, string(rec.BoxKind), rec.MsgID,
-		string(rec.State), rec.CreatedAtMS, rec.UpdatedAtMS, rec.SortKey, rec.ThreadKey, tags, route,
-		d.Attempts, d.NextRetryAtMS, d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode,
-		d.ErrorMessage, d.RetryAfterMS, d.LastError, leaseID, holder, until,
-		nowMS, unread, rec.BoxKind.HasConversations() && rec.ThreadKey != "")
 	return nil
 }
 
