@@ -135,47 +135,69 @@ type boxKey struct {
 	box   model.BoxKind
 }
 
-// insertRecords inserts every record of recs that does not exist yet, in
-// order, each with the next seq of its box and a record.created event, and
-// keeps conversations in step. It reports into res which records it
-// created and which existed (or repeat an earlier record of recs). Apply
-// and AdvanceConsumer share it, so a record reaches a box the same way
-// whatever put it there.
-func (w *txWriter) insertRecords(ctx context.Context, recs []model.Record, nowMS int64, res *store.ApplyResult) error {
-	existing, last, err := w.probe(ctx, recs)
+// recordSet is one write's records: what one Apply or AdvanceConsumer
+// inserts, at its time, reporting into its result.
+type recordSet struct {
+	recs  []model.Record
+	nowMS int64
+	res   *store.ApplyResult
+}
+
+// newRecord is a record about to be inserted, with its set's time.
+type newRecord struct {
+	model.Record
+	nowMS int64
+}
+
+// insertRecords inserts every record of the sets that does not exist yet,
+// in order, each with the next seq of its box and a record.created event,
+// and keeps conversations in step. It reports into each set's result
+// which records it created and which existed (or repeat an earlier
+// record). Inserting several sets at once is the same as inserting them
+// one after the other, in fewer statements. Apply and AdvanceConsumer
+// share it, so a record reaches a box the same way whatever put it there.
+func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
+	var all []model.Record
+	if len(sets) == 1 {
+		all = sets[0].recs
+	} else {
+		for _, set := range sets {
+			all = append(all, set.recs...)
+		}
+	}
+	existing, last, err := w.probe(ctx, all)
 	if err != nil {
 		return err
 	}
-	fresh := make([]model.Record, 0, len(recs))
+	fresh := make([]newRecord, 0, len(all))
 	var boxes []boxKey // those that get records, in order of first use
 	used := make(map[boxKey]bool, len(last))
-	for i := range recs {
-		r := recs[i]
-		if existing[r.RecordID] {
-			res.Existing = append(res.Existing, r.RecordID)
-			continue
+	for _, set := range sets {
+		for _, r := range set.recs {
+			if existing[r.RecordID] {
+				set.res.Existing = append(set.res.Existing, r.RecordID)
+				continue
+			}
+			existing[r.RecordID] = true // a repeat later exists by then
+			k := boxKey{r.Owner, r.BoxKind}
+			if !used[k] {
+				used[k] = true
+				boxes = append(boxes, k)
+			}
+			last[k]++
+			r.Seq = last[k]
+			if r.CreatedAtMS == 0 {
+				r.CreatedAtMS = set.nowMS
+			}
+			if r.UpdatedAtMS == 0 {
+				r.UpdatedAtMS = r.CreatedAtMS
+			}
+			set.res.Created = append(set.res.Created, r)
+			fresh = append(fresh, newRecord{r, set.nowMS})
 		}
-		existing[r.RecordID] = true // a repeat later in recs exists by then
-		if k := (boxKey{r.Owner, r.BoxKind}); !used[k] {
-			used[k] = true
-			boxes = append(boxes, k)
-		}
-		fresh = append(fresh, r)
 	}
 	if len(fresh) == 0 {
 		return nil
-	}
-	for i := range fresh {
-		r := &fresh[i]
-		k := boxKey{r.Owner, r.BoxKind}
-		last[k]++
-		r.Seq = last[k]
-		if r.CreatedAtMS == 0 {
-			r.CreatedAtMS = nowMS
-		}
-		if r.UpdatedAtMS == 0 {
-			r.UpdatedAtMS = r.CreatedAtMS
-		}
 	}
 	if err := w.writeRecords(ctx, fresh); err != nil {
 		return err
@@ -183,14 +205,10 @@ func (w *txWriter) insertRecords(ctx context.Context, recs []model.Record, nowMS
 	if err := w.writeSeqs(ctx, boxes, last); err != nil {
 		return err
 	}
-	if err := w.createdEvents(ctx, fresh, nowMS); err != nil {
+	if err := w.createdEvents(ctx, fresh); err != nil {
 		return err
 	}
-	if err := w.conversations(ctx, fresh, nowMS); err != nil {
-		return err
-	}
-	res.Created = append(res.Created, fresh...)
-	return nil
+	return w.conversations(ctx, fresh)
 }
 
 // probe reports which of recs are stored already and the last seq of
@@ -227,7 +245,7 @@ func (w *txWriter) probe(ctx context.Context, recs []model.Record) (map[string]b
 	return exists, last, nil
 }
 
-func (w *txWriter) writeRecords(ctx context.Context, recs []model.Record) error {
+func (w *txWriter) writeRecords(ctx context.Context, recs []newRecord) error {
 	args := make([]any, 0, 24*min(len(recs), bulkMax))
 	return chunked(len(recs), func(lo, hi, shape int) error {
 		args = args[:0]
@@ -272,12 +290,12 @@ func (w *txWriter) writeSeqs(ctx context.Context, boxes []boxKey, last map[boxKe
 	})
 }
 
-func (w *txWriter) createdEvents(ctx context.Context, recs []model.Record, nowMS int64) error {
+func (w *txWriter) createdEvents(ctx context.Context, recs []newRecord) error {
 	args := make([]any, 0, 7*min(len(recs), bulkMax))
 	return chunked(len(recs), func(lo, hi, shape int) error {
 		args = args[:0]
 		for _, r := range recs[lo:hi] {
-			args = append(args, model.EventRecordCreated, r.Owner, string(r.BoxKind), r.RecordID, r.MsgID, string(r.State), nowMS)
+			args = append(args, model.EventRecordCreated, r.Owner, string(r.BoxKind), r.RecordID, r.MsgID, string(r.State), r.nowMS)
 		}
 		if _, err := w.tx.StmtContext(ctx, w.st.bulk.events[shape]).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("sqlite: append events: %w", err)
@@ -286,8 +304,8 @@ func (w *txWriter) createdEvents(ctx context.Context, recs []model.Record, nowMS
 	})
 }
 
-func (w *txWriter) conversations(ctx context.Context, recs []model.Record, nowMS int64) error {
-	var conv []*model.Record
+func (w *txWriter) conversations(ctx context.Context, recs []newRecord) error {
+	var conv []*newRecord
 	for i := range recs {
 		if r := &recs[i]; r.BoxKind.HasConversations() && r.ThreadKey != "" {
 			conv = append(conv, r)
@@ -301,7 +319,7 @@ func (w *txWriter) conversations(ctx context.Context, recs []model.Record, nowMS
 			if r.State.IsUnread() {
 				unread = 1
 			}
-			args = append(args, r.Owner, r.ThreadKey, r.MsgID, r.RecordID, string(r.BoxKind), r.Seq, unread, nowMS)
+			args = append(args, r.Owner, r.ThreadKey, r.MsgID, r.RecordID, string(r.BoxKind), r.Seq, unread, r.nowMS)
 		}
 		if _, err := w.tx.StmtContext(ctx, w.st.bulk.convs[shape]).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("sqlite: update conversations: %w", err)

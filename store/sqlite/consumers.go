@@ -234,7 +234,7 @@ func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (
 		if len(a.Records) == 0 {
 			return nil
 		}
-		return s.txStmts(ctx, tx).insertRecords(ctx, a.Records, a.NowMS, res)
+		return s.txStmts(ctx, tx).insertRecords(ctx, recordSet{a.Records, a.NowMS, res})
 	})
 	if err != nil {
 		return nil, err

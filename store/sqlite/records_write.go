@@ -36,10 +36,12 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 				return fmt.Errorf("sqlite: consume schedule: %w", err)
 			}
 		}
-		if len(p.Records) == 0 {
-			return nil
+		if len(p.Records) > 0 {
+			// Inserted with the other writes' records just before the
+			// commit (commit.go).
+			s.deferred = append(s.deferred, recordSet{p.Records, p.NowMS, res})
 		}
-		return s.txStmts(ctx, tx).insertRecords(ctx, p.Records, p.NowMS, res)
+		return nil
 	})
 	if err != nil {
 		return nil, err

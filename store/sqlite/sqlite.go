@@ -58,6 +58,7 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	onGroup   func(size int) // test hook: called by the writer before each group
+	deferred  []recordSet    // Apply's records, inserted before the commit (writer goroutine only)
 
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
 	lk     lookups  // in-memory answers to the hot lookups (lookups.go)
