@@ -6,7 +6,11 @@
 // commit batches them. It takes the data directory's lock, as the server
 // does, so it refuses to run beside a server on the same directory.
 //
-//	prefill -data DIR -records 10000000 -owners 10000 -body 1024
+//	prefill -data DIR -records 10000000 -owners 10000 -body 1024 -fanout 5
+//
+// With -fanout K each message goes to K recipients (K INBOX records, one
+// body), which fills a store K times faster; the store then holds K times
+// fewer bodies than records.
 package main
 
 import (
@@ -32,18 +36,22 @@ import (
 
 func main() {
 	data := flag.String("data", "msgcenter-data", "the server's --data directory (created if missing)")
-	records := flag.Int("records", 1_000_000, "messages to dispatch (one INBOX record each)")
+	records := flag.Int("records", 1_000_000, "INBOX records to create")
+	fanout := flag.Int("fanout", 1, "recipients per message")
 	owners := flag.Int("owners", 10_000, "recipients the records are spread over")
 	body := flag.Int("body", 1024, "body bytes")
 	workers := flag.Int("workers", 16, "concurrent dispatchers")
 	readPct := flag.Int("read", 50, "percent of records then marked READED (finished, as in a real store)")
 	flag.Parse()
-	if err := run(*data, *records, *owners, *body, *workers, *readPct); err != nil {
+	if *fanout < 1 || *fanout > *owners {
+		log.Fatalf("-fanout must be between 1 and -owners (%d)", *owners)
+	}
+	if err := run(*data, *records, *owners, *body, *workers, *readPct, *fanout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(data string, records, owners, body, workers, readPct int) error {
+func run(data string, records, owners, body, workers, readPct, fanout int) error {
 	ctx := context.Background()
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return err
@@ -73,22 +81,30 @@ func run(data string, records, owners, body, workers, readPct int) error {
 			defer wg.Done()
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(records) {
+				if i*int64(fanout) >= int64(records) {
 					return
 				}
-				to := fmt.Sprintf("did:prefill:owner%d", i%int64(owners))
-				m := &message.Message{From: "did:prefill:sender", To: []string{to}, Kind: message.KindChat,
+				to := make([]string, fanout)
+				for j := range to {
+					to[j] = fmt.Sprintf("did:prefill:owner%d", (i*int64(fanout)+int64(j))%int64(owners))
+				}
+				m := &message.Message{From: "did:prefill:sender", To: to, Kind: message.KindChat,
 					Content: message.Content{Content: fmt.Sprintf("%s:%d:%s", run, i, pad)}}
 				res, err := svc.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: m})
-				if err == nil && int(i%100) < readPct && len(res.DeliveredRecipients) == 1 {
-					rid := model.RecordID(to, model.Inbox, res.MsgID, "")
-					_, err = svc.SetState(ctx, admin, rid, &wire.StateRequest{NewState: model.Readed})
+				if err == nil && len(res.DeliveredRecipients) != fanout {
+					err = fmt.Errorf("message %d reached %d recipients, want %d", i, len(res.DeliveredRecipients), fanout)
+				}
+				for j := 0; err == nil && j < fanout; j++ {
+					if int((i*int64(fanout)+int64(j))%100) < readPct {
+						rid := model.RecordID(to[j], model.Inbox, res.MsgID, "")
+						_, err = svc.SetState(ctx, admin, rid, &wire.StateRequest{NewState: model.Readed})
+					}
 				}
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
 				}
-				if n := done.Add(1); n%100_000 == 0 {
+				if n := done.Add(int64(fanout)); n%100_000 < int64(fanout) {
 					el := time.Since(start)
 					fmt.Printf("%d records, %.0f/s\n", n, float64(n)/el.Seconds())
 				}
