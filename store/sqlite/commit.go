@@ -15,17 +15,17 @@ import (
 // itself. Callers still return only after their write is committed. A lone
 // write pays nothing extra: it runs in a plain transaction of its own.
 
-// A group inserts the records of all its Apply writes together, after
-// the last write's savepoint and before the commit: one statement per kind
-// of row for the group rather than per write (bulk.go), where the
-// statements' own overhead was a third of the writer's time. Apply's part
-// inside its savepoint is only what can fail on its own (the idempotency
-// key, a scheduled entry already consumed) and the body; inserting records
-// can fail only with the whole transaction, and then every write is run
-// again alone. Deferring them is safe because every write of a group is
-// answered only after the commit: the writes overlapped, so any order
-// among them is one the callers could have seen, and this one puts the
-// other writes first.
+// Consecutive Apply writes in a group insert their records together,
+// after the last of them and before the next write of another kind (or the
+// commit): one statement per kind of row for the run rather than per write
+// (bulk.go), where the statements' own overhead was a third of the
+// writer's time. Apply's part inside its savepoint is only what can fail
+// on its own (the idempotency key, a scheduled entry already consumed) and
+// the body, none of which reads records; inserting records can fail only
+// with the whole transaction, and then every write is run again alone.
+// Any other write (a claim, a consumer's deletion that removes bodies no
+// record refers to, …) runs only after the records before it are in, so
+// a group is still exactly its writes one after the other, in queue order.
 
 // maxBatch bounds a group so the first writer in it is not kept waiting
 // behind an unbounded queue.
@@ -38,16 +38,28 @@ type writeReq struct {
 	ctx  context.Context
 	fn   func(tx *sql.Tx) error
 	done chan error // buffered: the loop never blocks on a caller
+	// defers: fn leaves its records in s.deferred (Apply); any other write
+	// finds them inserted.
+	defers bool
 }
 
 // write runs fn in a write transaction, possibly shared with other writes
 // (see above), and returns once it is committed. fn may run more than once
 // if its group has to be retried, so it must reset whatever it reports.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+// writeDeferring is write for a fn that appends its records to s.deferred
+// instead of inserting them.
+func (s *Store) writeDeferring(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), defers: true})
+}
+
+func (s *Store) submit(ctx context.Context, req *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case s.reqs <- req:
 	case <-s.quit:
@@ -172,6 +184,12 @@ func (s *Store) runGroup(live []*writeReq) (errs []error, err error) {
 	sp, rb, rel := tx.StmtContext(bg, s.st.savepoint), tx.StmtContext(bg, s.st.rollbackTo), tx.StmtContext(bg, s.st.release)
 	errs = make([]error, len(live))
 	for i, r := range live {
+		if !r.defers { // before the savepoint: r failing must not undo them
+			if err := s.insertDeferred(tx); err != nil {
+				_ = tx.Rollback()
+				return nil, err
+			}
+		}
 		if _, err := sp.ExecContext(bg); err != nil {
 			_ = tx.Rollback()
 			return nil, err

@@ -144,3 +144,88 @@ func TestGroupApplyInsertsRecordsTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupWritesSeeEarlierApplies: a group is its writes one after the
+// other, in queue order, although Apply's records are inserted late. Here
+// a write queued after an Apply must see its record, and keep it even
+// when that write fails; and a consumer's deletion, which removes bodies
+// no record refers to, must not take the body of a message an earlier
+// Apply of the group just gave a record (its only other record being in
+// the consumer's box).
+func TestGroupWritesSeeEarlierApplies(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	const m = "cymsg:0000000000000000000000000000000000000000000000000000000000000001"
+	const m2 = "cymsg:0000000000000000000000000000000000000000000000000000000000000002"
+	body := []byte(`{"x":1}`)
+	if err := s.CreateConsumer(ctx, &model.Consumer{Owner: "a", Name: "c", SourceOwner: "b", SourceBox: model.Inbox}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctx, &store.Plan{MsgID: m, MsgBody: body, NowMS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: "a", Name: "c", FromSourceSeq: 0, ToSourceSeq: 1,
+		Records: []model.Record{rec("a", model.ConsumerBox("c"), m, "", 1)}, NowMS: 2}); err != nil {
+		t.Fatal(err)
+	}
+
+	release, started := make(chan struct{}), make(chan struct{})
+	go s.write(ctx, func(tx *sql.Tx) error { close(started); <-release; return nil })
+	<-started
+	var groups []int
+	s.onGroup = func(n int) { groups = append(groups, n) }
+	carol, dave := rec("carol", model.Inbox, m, "", 1), rec("dave", model.Inbox, m2, "", 1)
+	var seen int
+	steps := []func() error{
+		func() error {
+			_, err := s.Apply(ctx, &store.Plan{MsgID: m, MsgBody: body, NowMS: 10, Records: []model.Record{carol}})
+			return err
+		},
+		func() error {
+			err := s.write(ctx, func(tx *sql.Tx) error {
+				if err := tx.QueryRow(`SELECT count(*) FROM records WHERE record_id = ?`, carol.RecordID).Scan(&seen); err != nil {
+					return err
+				}
+				return model.Conflict("x", "fails after looking")
+			})
+			if !errors.Is(err, model.ErrConflict) {
+				return fmt.Errorf("failing write: %v", err)
+			}
+			return nil
+		},
+		func() error { return s.DeleteConsumer(ctx, "a", "c", 11) },
+		func() error {
+			_, err := s.Apply(ctx, &store.Plan{MsgID: m2, MsgBody: body, NowMS: 12, Records: []model.Record{dave}})
+			return err
+		},
+	}
+	errs := make(chan error, len(steps))
+	for _, step := range steps {
+		go func() { errs <- step() }()
+		time.Sleep(30 * time.Millisecond) // queue in this order
+	}
+	close(release)
+	for range steps {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(groups) == 0 || groups[0] != len(steps) {
+		t.Fatalf("the writes did not form one group: %v", groups)
+	}
+	if seen != 1 {
+		t.Fatalf("a write queued after an Apply saw %d of its records, want 1", seen)
+	}
+	for _, r := range []model.Record{carol, dave} {
+		if _, err := s.GetRecord(ctx, r.RecordID); err != nil {
+			t.Fatalf("record %s: %v", r.RecordID, err)
+		}
+	}
+	var n int
+	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE msg_id = ?`, m).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("carol's record is stored but its body is gone (count %d)", n)
+	}
+}

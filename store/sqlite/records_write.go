@@ -14,7 +14,7 @@ import (
 // Apply writes one delivery plan in one transaction.
 func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, error) {
 	var res *store.ApplyResult
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeDeferring(ctx, func(tx *sql.Tx) error {
 		res = &store.ApplyResult{}
 		if p.Idem != nil {
 			if err := s.bindIdem(ctx, tx, p.Idem, p.MsgID, p.NowMS); err != nil {
@@ -37,8 +37,8 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 			}
 		}
 		if len(p.Records) > 0 {
-			// Inserted with the other writes' records just before the
-			// commit (commit.go).
+			// Inserted with the records of the Apply writes next to it
+			// in the group (commit.go).
 			s.deferred = append(s.deferred, recordSet{p.Records, p.NowMS, res})
 		}
 		return nil
