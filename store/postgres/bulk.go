@@ -73,14 +73,7 @@ const sqlInsertRecords = `WITH input AS (
 			sum(unread) OVER (PARTITION BY owner, thread_key), $25::bigint
 		FROM numbered WHERE conv
 		ORDER BY owner, thread_key, ord DESC
-		ON CONFLICT (owner, thread_key) DO UPDATE SET
-			last_msg_id = excluded.last_msg_id,
-			last_record_id = excluded.last_record_id,
-			last_box = excluded.last_box,
-			last_seq = excluded.last_seq,
-			unread_count = conversations.unread_count + excluded.unread_count,
-			updated_at_ms = excluded.updated_at_ms
-	)
+	` + sqlConvUpsert + `)
 	SELECT record_id, seq FROM numbered ORDER BY ord`
 
 // bulkMin is the smallest plan written with sqlInsertRecords. Smaller
@@ -122,16 +115,19 @@ const (
 				last_box, last_seq, unread_count, updated_at_ms)
 			SELECT owner, thread_key, msg_id, record_id, box, seq, $24::bigint, $23::bigint
 			FROM ins WHERE $25::boolean
-			ON CONFLICT (owner, thread_key) DO UPDATE SET
-				last_msg_id = excluded.last_msg_id,
-				last_record_id = excluded.last_record_id,
-				last_box = excluded.last_box,
-				last_seq = excluded.last_seq,
-				unread_count = conversations.unread_count + excluded.unread_count,
-				updated_at_ms = excluded.updated_at_ms
-		)
+		` + sqlConvUpsert + `)
 		SELECT seq FROM ins`
 )
+
+// sqlConvUpsert moves a conversation to its new last record and adds the
+// new unread records, for both record inserts.
+const sqlConvUpsert = `ON CONFLICT (owner, thread_key) DO UPDATE SET
+		last_msg_id = excluded.last_msg_id,
+		last_record_id = excluded.last_record_id,
+		last_box = excluded.last_box,
+		last_seq = excluded.last_seq,
+		unread_count = conversations.unread_count + excluded.unread_count,
+		updated_at_ms = excluded.updated_at_ms`
 
 // recordColumns is a plan's records as sqlInsertRecords' arrays.
 type recordColumns struct {
