@@ -13,8 +13,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/gowebpki/jcs"
-
 	"github.com/msgcenter/msgcenter/model"
 )
 
@@ -72,19 +70,6 @@ type Content struct {
 	Content string            `json:"content,omitempty"`
 	Machine json.RawMessage   `json:"machine,omitempty"`
 	Refs    []json.RawMessage `json:"refs,omitempty"`
-}
-
-// Canonical returns the RFC 8785 canonical JSON of m.
-func (m *Message) Canonical() ([]byte, error) {
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode message: %w", err)
-	}
-	out, err := jcs.Transform(raw)
-	if err != nil {
-		return nil, &model.Error{Kind: model.ErrInvalid, Field: "msg", Message: "cannot canonicalize message: " + err.Error()}
-	}
-	return out, nil
 }
 
 // IDOf returns the id of a canonical JSON encoding.
