@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/msgcenter/msgcenter/model"
@@ -63,12 +64,41 @@ func (a *API) errorBody(r *http.Request, err error) wire.ErrorBody {
 	return body
 }
 
+// writeJSON answers with v. The body is encoded before anything is sent,
+// so a value that cannot be encoded is a 500, not a 200 cut short, and the
+// answer goes out with its length.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	b, err := encodeJSON(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = encodeJSON(wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeInternal, Message: "cannot encode the response"}})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	_, _ = w.Write(b)
+}
+
+// appender is implemented by the wire shapes that carry stored message
+// bodies: they copy a body as stored instead of having encoding/json
+// re-validate it (wire/append.go).
+type appender interface {
+	AppendJSON([]byte) ([]byte, error)
+}
+
+// encodeJSON is v as one line of JSON ending in a newline, leaving <, > and
+// & as they are (a message's bytes are its identity; clients compare them).
+func encodeJSON(v any) ([]byte, error) {
+	if a, ok := v.(appender); ok {
+		b, err := a.AppendJSON(make([]byte, 0, 1024))
+		return append(b, '\n'), err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	err := enc.Encode(v)
+	return buf.Bytes(), err
 }
 
 // decode reads a JSON body strictly: unknown fields, wrong types, trailing

@@ -18,9 +18,7 @@ package api
 // is disconnected and resumes from its own cursor later.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -157,7 +155,7 @@ func (a *API) boxStream(w http.ResponseWriter, r *http.Request, who model.Identi
 			}
 			out := make([]frame, 0, len(res.Items))
 			for _, it := range res.Items {
-				b, err := marshalFrame(wire.StreamFrame{Seq: it.Record.Seq, Record: it.Record, Msg: it.Msg})
+				b, err := marshalFrame(&wire.StreamFrame{Seq: it.Record.Seq, Record: it.Record, Msg: it.Msg})
 				if err != nil {
 					return nil, err
 				}
@@ -213,16 +211,14 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Iden
 	return a.serveStream(w, r, who, src, after)
 }
 
-// marshalFrame encodes v as one line of JSON, leaving <, > and & as they are
-// (a message's bytes are its identity; clients compare them).
+// marshalFrame encodes v as one line of JSON (encodeJSON without its
+// newline).
 func marshalFrame(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := encodeJSON(v)
+	if err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return b[:len(b)-1], nil
 }
 
 // serveStream negotiates the transport, reads the first page while errors
