@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,6 +141,7 @@ func TestCrashKill9LosesNothingAcknowledged(t *testing.T) {
 	// Phase 2: restart on the same data directory (the lock died with the
 	// process) and check what survived.
 	srv2 := startServer(t, dir)
+	logReplay(t, srv2)
 	c2 := srv2.Client()
 	ctx := testCtx(t, 60*time.Second)
 	inbox := syncAll(ctx, t, c2, rcpt, model.Inbox)
@@ -292,10 +294,23 @@ func canonicalID(t *testing.T, raw []byte) string {
 	return id
 }
 
+// logReplay says whether a restart found writes to replay: sends, claims
+// and acks are answered once in the apply log and committed every few tens
+// of milliseconds, so a kill usually leaves some.
+func logReplay(t *testing.T, srv *server) {
+	t.Helper()
+	if i := strings.Index(srv.Log(), "applying writes acknowledged before the last stop"); i >= 0 {
+		line, _, _ := strings.Cut(srv.Log()[i:], "\n")
+		t.Logf("restart replayed the apply log: %s", line)
+	} else {
+		t.Logf("restart found nothing to replay: the kill came right after a commit")
+	}
+}
+
 // TestCrashDuringClaimsLeaseComesBack: records claimed with a short lease
 // before a kill -9 are still held after the restart, then come back
 // (attempt counted) once the lease has expired, and the old lease can no
-// longer ack them.
+// longer ack them. A record acknowledged before the kill stays READED.
 func TestCrashDuringClaimsLeaseComesBack(t *testing.T) {
 	t.Parallel()
 	const (
@@ -328,9 +343,23 @@ func TestCrashDuringClaimsLeaseComesBack(t *testing.T) {
 		}
 		held[got.Record.RecordID] = *got
 	}
+	// One more, claimed and acknowledged just before the kill.
+	extra, err := c.PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{From: "did:boss", To: []string{owner},
+		Nonce: fmt.Sprintf("acked-%d", time.Now().UnixNano()), Content: message.Content{Content: "done before the crash"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.Next(ctx, owner, model.Inbox, &wire.NextRequest{LeaseMS: leaseMS, Holder: "worker-1"})
+	if err != nil || done == nil || done.Record.MsgID != extra.MsgID {
+		t.Fatalf("claim of the message to ack: %+v, %v", done, err)
+	}
+	if _, err := c.Ack(ctx, done.Record.RecordID, done.Record.Lease.ID, ""); err != nil {
+		t.Fatalf("ack before the kill: %v", err)
+	}
 	srv.Kill()
 
 	srv2 := startServer(t, dir)
+	logReplay(t, srv2)
 	c2 := srv2.Client()
 	restartedIn := time.Since(claimedAt)
 	t.Logf("restarted %s after the claims", restartedIn.Round(time.Millisecond))
@@ -403,6 +432,9 @@ func TestCrashDuringClaimsLeaseComesBack(t *testing.T) {
 		}
 		comeback(got, 30000, "worker-2")
 	}
+	if r, err := c2.GetRecord(ctx, done.Record.RecordID, false); err != nil || r.Record.State != model.Readed {
+		t.Errorf("record acknowledged before the kill: %+v, %v; want READED", r, err)
+	}
 	// The pre-crash holder's lease is gone for good.
 	for id, old := range held {
 		_, err := c2.Ack(ctx, id, old.Record.Lease.ID, "")
@@ -443,6 +475,7 @@ func TestDelayedSurvivesKill9(t *testing.T) {
 	}
 
 	srv2 := startServer(t, dir)
+	logReplay(t, srv2)
 	c2 := srv2.Client()
 	dueMS := due.UnixMilli()
 	// The server's clock is ours (same host): a record's created_at_ms is

@@ -198,6 +198,13 @@ func Migrate(ctx context.Context, cfg Config) (int, error) {
 		}
 		return postgres.Migrate(ctx, cfg.PostgresURL, postgres.Options{Logger: cfg.Logger})
 	}
+	// The data directory's lock, as serve takes it: migrating beside a
+	// running server is refused with the server's pid.
+	unlock, err := LockDataDir(cfg.DataDir)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	st, err := openStore(ctx, cfg, "NORMAL")
 	if err != nil {
 		return 0, err

@@ -5,55 +5,77 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Group commit. Every write already queues for the one writer connection,
 // and most of a small transaction's cost is the commit: writing each dirty
 // page to the WAL. So the writer loop takes every write that queued while
-// the previous commit ran and runs them in one transaction, each inside its
+// the previous group ran and runs them in one transaction, each inside its
 // own SAVEPOINT so that one failing write (a conflict, say) rolls back only
-// itself. Callers still return only after their write is committed. A lone
-// write pays nothing extra: it runs in a plain transaction of its own.
-
+// itself.
+//
+// A group of sends, claims and state changes is answered once they are in
+// the apply log (applylog.go); the transaction stays open for the next
+// groups and commits when it is commitEvery old, before any other kind of
+// write is answered (those are not in the log, so they must be committed),
+// and whenever a reader needs to see it (settle). GetRecord needs no
+// commit: the records those writes changed are kept in an overlay until
+// the commit (overlay.go). Everything else is as before: answered after
+// its group commits.
+//
 // Consecutive Apply writes in a group insert their records together,
 // after the last of them and before the next write of another kind (or the
-// commit): one statement per kind of row for the run rather than per write
-// (bulk.go), where the statements' own overhead was a third of the
-// writer's time. Apply's part inside its savepoint is only what can fail
-// on its own (the idempotency key, a scheduled entry already consumed) and
-// the body, none of which reads records; inserting records can fail only
-// with the whole transaction, and then every write is run again alone.
-// Any other write (a claim, a consumer's deletion that removes bodies no
-// record refers to, …) runs only after the records before it are in, so
-// a group is still exactly its writes one after the other, in queue order.
+// end of the group): one statement per kind of row for the run rather than
+// per write (bulk.go), where the statements' own overhead was a third of
+// the writer's time. Apply's part inside its savepoint is only what can
+// fail on its own (the idempotency key, a scheduled entry already consumed)
+// and the body, none of which reads records; inserting records can fail
+// only with the whole transaction, and then every write is run again
+// alone. Any other write (a claim, a consumer's deletion that removes
+// bodies no record refers to, …) runs only after the records before it
+// are in, so a group is still exactly its writes one after the other, in
+// queue order.
 
-// maxBatch bounds a group so the first writer in it is not kept waiting
-// behind an unbounded queue.
-const maxBatch = 128
+const (
+	// maxBatch bounds a group so the first writer in it is not kept
+	// waiting behind an unbounded queue.
+	maxBatch = 128
+	// commitEvery bounds how long logged writes stay uncommitted: the
+	// replay after a crash, and the dirty pages held in memory.
+	commitEvery = 25 * time.Millisecond
+	// commitLogBytes commits early once the log holds this much (a burst
+	// of big fan-outs).
+	commitLogBytes = 16 << 20
+)
 
 // errClosed is returned by writes issued after Close.
 var errClosed = errors.New("sqlite: store is closed")
 
 type writeReq struct {
-	ctx  context.Context
-	fn   func(tx *sql.Tx) error
+	ctx context.Context
+	// fn runs the write in tx. Its ctx is the caller's without the
+	// cancellation: interrupting a statement rolls back SQLite's whole
+	// transaction, which holds other callers' writes.
+	fn   func(ctx context.Context, tx *sql.Tx) error
 	done chan error // buffered: the loop never blocks on a caller
 	// defers: fn leaves its records in s.deferred (Apply); any other write
 	// finds them inserted.
 	defers bool
+	// logged is the apply-log entry of a write the log can carry exactly
+	// (applylog.go); such a write is answered once logged. Nil for every
+	// other write: answered once committed.
+	logged *logEntry
+	// ctl, when set, is not a write: the writer runs it between
+	// transactions (Open's replay of the log).
+	ctl func() error
 }
 
 // write runs fn in a write transaction, possibly shared with other writes
 // (see above), and returns once it is committed. fn may run more than once
 // if its group has to be retried, so it must reset whatever it reports.
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)})
-}
-
-// writeDeferring is write for a fn that appends its records to s.deferred
-// instead of inserting them.
-func (s *Store) writeDeferring(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), defers: true})
 }
 
 func (s *Store) submit(ctx context.Context, req *writeReq) error {
@@ -77,11 +99,33 @@ func (s *Store) submit(ctx context.Context, req *writeReq) error {
 func (s *Store) writeLoop() {
 	defer close(s.loopDone)
 	batch := make([]*writeReq, 0, maxBatch)
+	due := time.NewTimer(time.Hour)
+	due.Stop()
 	for {
+		var dueC <-chan time.Time
+		if len(s.pt.writes) > 0 {
+			due.Reset(time.Until(s.pt.since.Add(s.linger)))
+			dueC = due.C
+		}
 		select {
 		case r := <-s.reqs:
 			batch = append(batch[:0], r)
+		case done := <-s.barrier:
+			// A failed commit that recover made good is no reason for the
+			// reader to fail: everything answered is committed now.
+			if s.commitPending() != nil {
+				done <- s.failure()
+			} else {
+				done <- nil
+			}
+			continue
+		case <-dueC:
+			_ = s.commitPending()
+			continue
 		case <-s.quit:
+			if !s.abandon.Load() {
+				_ = s.commitPending()
+			}
 			return
 		}
 	drain:
@@ -97,62 +141,113 @@ func (s *Store) writeLoop() {
 		clear(batch) // drop references to finished closures
 		select {
 		case <-s.ckRestart:
-			s.restartWAL()
-		default:
-		}
-		if s.sinceCk++; s.sinceCk >= ckEveryCommits {
-			s.sinceCk = 0
-			select {
-			case s.ckKick <- struct{}{}:
-			default:
+			if s.commitPending() == nil {
+				s.restartWAL()
 			}
+		default:
 		}
 	}
 }
 
-// runBatch commits a group of writes and answers each of them.
+// runBatch runs a group of writes and answers each of them.
 func (s *Store) runBatch(batch []*writeReq) {
 	live := batch[:0:0]
 	for _, r := range batch {
+		if r.ctl != nil {
+			r.done <- s.control(r.ctl)
+			continue
+		}
 		if err := r.ctx.Err(); err != nil {
+			r.done <- err
+			continue
+		}
+		if err := s.failure(); err != nil {
 			r.done <- err
 			continue
 		}
 		live = append(live, r)
 	}
-	if len(live) == 1 {
-		live[0].done <- s.runAlone(live[0])
-		return
-	}
 	if len(live) == 0 {
 		return
 	}
-	if s.onGroup != nil {
+	logged := s.applyLog != nil && !s.logOff
+	for _, r := range live {
+		logged = logged && r.logged != nil
+	}
+	if len(live) == 1 && !logged && s.pt.tx == nil {
+		live[0].done <- s.runAlone(live[0])
+		return
+	}
+	if len(live) > 1 && s.onGroup != nil {
 		s.onGroup(len(live))
 	}
 	errs, err := s.runGroup(live)
-	if err == nil {
-		for i, r := range live {
-			r.done <- errs[i]
+	if err != nil {
+		s.retryAlone(live, err)
+		return
+	}
+	if !logged {
+		if err := s.commitPending(); err != nil {
+			s.retryAlone(live, err)
+			return
+		}
+		answer(live, errs)
+		return
+	}
+	if err := s.logGroup(live, errs); err != nil {
+		// Not in the log, so answer only once committed.
+		if cerr := s.commitPending(); cerr != nil {
+			s.retryAlone(live, cerr)
+			return
+		}
+	}
+	answer(live, errs)
+	// The transaction stays open only while it holds logged writes (every
+	// write of the group may have failed), and for at most commitEvery.
+	if len(s.pt.writes) == 0 || time.Since(s.pt.since) >= s.linger || s.applyLog.size >= commitLogBytes {
+		_ = s.commitPending()
+	}
+}
+
+// control runs fn between transactions, on the writer goroutine.
+func (s *Store) control(fn func() error) error {
+	if err := s.commitPending(); err != nil {
+		return err
+	}
+	return fn()
+}
+
+func answer(live []*writeReq, errs []error) {
+	for i, r := range live {
+		r.done <- errs[i]
+	}
+}
+
+// retryAlone answers a group whose shared transaction was lost (a commit
+// error, or a failed write that took the whole transaction down with it):
+// nothing of it is committed, so once the logged writes answered earlier
+// are back (recover), each write runs again on its own.
+func (s *Store) retryAlone(live []*writeReq, cause error) {
+	s.log.Debug("sqlite: group failed, retrying writes one by one", "writes", len(live), "err", cause)
+	if err := s.recover(); err != nil {
+		for _, r := range live {
+			r.done <- err
 		}
 		return
 	}
-	// The shared transaction was lost (a commit error, or a failed write
-	// that took the whole transaction down with it). Nothing of it is
-	// committed, so run each write again on its own.
-	s.log.Debug("sqlite: group commit failed, retrying writes one by one", "writes", len(live), "err", err)
 	for _, r := range live {
 		r.done <- s.runAlone(r)
 	}
 }
 
-// runAlone runs one write in its own transaction.
+// runAlone runs one write in its own transaction, committed before it
+// returns. The writer has no transaction open when it is called.
 func (s *Store) runAlone(r *writeReq) error {
 	tx, err := s.w.BeginTx(context.Background(), nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
-	if err := r.fn(tx); err != nil {
+	if err := r.fn(context.WithoutCancel(r.ctx), tx); err != nil {
 		s.dropDeferred(0)
 		_ = tx.Rollback()
 		return err
@@ -161,58 +256,70 @@ func (s *Store) runAlone(r *writeReq) error {
 		_ = tx.Rollback()
 		return err
 	}
+	if err := s.recordPosition(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
 	if err := tx.Commit(); err != nil {
+		s.rollbackConn()
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
+	s.committed()
 	return nil
 }
 
-// runGroup runs writes in one transaction, one savepoint each. errs holds
-// each write's own outcome; err is set when the transaction itself failed,
-// in which case nothing was committed.
-func (s *Store) runGroup(live []*writeReq) (errs []error, err error) {
-	defer s.dropDeferred(0)
+// begin opens the writer's transaction unless one is open.
+func (s *Store) begin() error {
+	if s.pt.tx != nil {
+		return nil
+	}
 	// Not a caller's context: one caller giving up must not roll back the
 	// others' writes.
 	bg := context.Background()
 	tx, err := s.w.BeginTx(bg, nil)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: begin: %w", err)
+		return fmt.Errorf("sqlite: begin: %w", err)
 	}
 	// Prepared once: parsing the three statements per write showed in the
 	// writer's profile.
-	sp, rb, rel := tx.StmtContext(bg, s.st.savepoint), tx.StmtContext(bg, s.st.rollbackTo), tx.StmtContext(bg, s.st.release)
+	s.pt.tx = tx
+	s.pt.sp, s.pt.rb, s.pt.rel = tx.StmtContext(bg, s.st.savepoint), tx.StmtContext(bg, s.st.rollbackTo), tx.StmtContext(bg, s.st.release)
+	return nil
+}
+
+// runGroup runs writes in the open transaction, one savepoint each. errs
+// holds each write's own outcome; err is set when the transaction itself
+// failed, in which case it is lost, with whatever it held.
+func (s *Store) runGroup(live []*writeReq) (errs []error, err error) {
+	defer s.dropDeferred(0)
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	bg := context.Background()
+	tx := s.pt.tx
 	errs = make([]error, len(live))
 	for i, r := range live {
 		if !r.defers { // before the savepoint: r failing must not undo them
 			if err := s.insertDeferred(tx); err != nil {
-				_ = tx.Rollback()
 				return nil, err
 			}
 		}
-		if _, err := sp.ExecContext(bg); err != nil {
-			_ = tx.Rollback()
+		if _, err := s.pt.sp.ExecContext(bg); err != nil {
 			return nil, err
 		}
 		held := len(s.deferred)
-		if errs[i] = r.fn(tx); errs[i] != nil {
+		if errs[i] = r.fn(context.WithoutCancel(r.ctx), tx); errs[i] != nil {
 			s.dropDeferred(held)
-			if _, err := rb.ExecContext(bg); err != nil {
-				_ = tx.Rollback()
+			if _, err := s.pt.rb.ExecContext(bg); err != nil {
 				return nil, err
 			}
 		}
-		if _, err := rel.ExecContext(bg); err != nil {
-			_ = tx.Rollback()
+		if _, err := s.pt.rel.ExecContext(bg); err != nil {
 			return nil, err
 		}
 	}
 	if err := s.insertDeferred(tx); err != nil {
-		_ = tx.Rollback()
 		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("sqlite: commit: %w", err)
 	}
 	return errs, nil
 }

@@ -67,7 +67,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c *model.Consumer, fromEnd b
 		updated = created
 	}
 	var sourceSeq int64
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		sourceSeq = c.SourceSeq
 		if fromEnd {
 			var err error
@@ -122,6 +122,9 @@ func (s *Store) consumerEvent(ctx context.Context, tx *sql.Tx, typ, owner, name 
 
 // GetConsumer returns one consumer or model.ErrNotFound.
 func (s *Store) GetConsumer(ctx context.Context, owner, name string) (model.Consumer, error) {
+	if err := s.settle(ctx); err != nil {
+		return model.Consumer{}, err
+	}
 	c, err := scanConsumer(s.st.getConsumer.QueryRowContext(ctx, owner, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, model.NotFound("consumer")
@@ -183,7 +186,7 @@ func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS in
 			s.bodies.forgetAll()
 		}
 	}()
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n, err := txExecN(ctx, tx, `DELETE FROM consumers WHERE owner = ? AND name = ?`, owner, name)
 		if err != nil {
 			return fmt.Errorf("sqlite: delete consumer: %w", err)
@@ -213,7 +216,7 @@ func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS in
 // inserts the records the step produced, exactly as Apply inserts a plan's.
 func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (*store.ApplyResult, error) {
 	var res *store.ApplyResult
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res = &store.ApplyResult{}
 		// The compare-and-set goes first, so a lost race writes nothing.
 		n, err := execN(ctx, tx.StmtContext(ctx, s.st.advanceCAS), a.ToSourceSeq, a.NowMS, a.Owner, a.Name, a.FromSourceSeq, a.CreatedAtMS)
@@ -245,7 +248,7 @@ func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (
 // AckConsumer moves the consumer's cursor forward to seq.
 func (s *Store) AckConsumer(ctx context.Context, owner, name string, seq, nowMS int64) (model.Consumer, error) {
 	var c model.Consumer
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		c, err = scanConsumer(tx.StmtContext(ctx, s.st.consumerW).QueryRowContext(ctx, owner, name))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -275,6 +278,9 @@ func (s *Store) AckConsumer(ctx context.Context, owner, name string, seq, nowMS 
 
 // BoxLastSeq is the last seq handed out in (owner, box), 0 if none.
 func (s *Store) BoxLastSeq(ctx context.Context, owner string, box model.BoxKind) (int64, error) {
+	if err := s.settle(ctx); err != nil {
+		return 0, err
+	}
 	n, err := lastSeqOf(ctx, s.st.lastSeq, owner, box)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: box last seq: %w", err)

@@ -15,7 +15,7 @@ import (
 // group, not a plain DID.
 func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, nowMS int64) error {
 	defer s.lk.groups.forget(group)
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (group_did, updated_at_ms) VALUES (?, ?)
 			ON CONFLICT (group_did) DO UPDATE SET updated_at_ms = excluded.updated_at_ms`, group, nowMS); err != nil {
 			return fmt.Errorf("sqlite: set group: %w", err)
@@ -101,7 +101,7 @@ func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, erro
 // the first time.
 func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error {
 	defer s.lk.blocked.forget(blockKey(owner, blocked))
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if on {
 			_, err = tx.ExecContext(ctx, `INSERT INTO blocks (owner, blocked, at_ms) VALUES (?, ?, ?)
@@ -181,7 +181,7 @@ func (s *Store) blockedBy(ctx context.Context, sender string, owners []string) (
 // SetRoutes replaces did's routes; their order is kept.
 func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error {
 	defer s.lk.routes.forget(did)
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM routes WHERE did = ?", did); err != nil {
 			return fmt.Errorf("sqlite: set routes: %w", err)
 		}

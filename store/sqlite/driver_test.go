@@ -85,13 +85,13 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	}
 	var v int
 	s2.w.QueryRow("PRAGMA user_version").Scan(&v)
-	if v != 2 {
+	if v != 3 {
 		t.Fatalf("user_version = %d", v)
 	}
 	s2.w.Exec("PRAGMA user_version = 99")
 	s2.Close()
 	_, err = Open(ctx, path, Options{})
-	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 2)") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 3)") {
 		t.Fatalf("newer schema: %v", err)
 	}
 	if _, err := Open(ctx, path, Options{Synchronous: "OFF"}); err == nil {
@@ -384,7 +384,7 @@ func TestGroupCommit(t *testing.T) {
 	s, _ := openTest(t)
 	release := make(chan struct{})
 	started := make(chan struct{})
-	go s.write(ctx, func(tx *sql.Tx) error {
+	go s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
 		close(started)
 		<-release
 		return nil
@@ -397,7 +397,7 @@ func TestGroupCommit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.write(ctx, func(tx *sql.Tx) error {
+			errs[i] = s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
 				if _, err := tx.Exec("INSERT INTO tokens VALUES (?, 'd', 'agent', 1)", fmt.Sprint(i)); err != nil {
 					return err
 				}

@@ -27,7 +27,7 @@ func TestGroupApplyInsertsRecordsTogether(t *testing.T) {
 			ctx := context.Background()
 			s, _ := openTest(t)
 			release, started := make(chan struct{}), make(chan struct{})
-			go s.write(ctx, func(tx *sql.Tx) error {
+			go s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
 				close(started)
 				<-release
 				return nil
@@ -67,14 +67,14 @@ func TestGroupApplyInsertsRecordsTogether(t *testing.T) {
 			lost := model.Record{RecordID: model.RecordID(carol, model.Inbox, msg(99), ""), Owner: carol,
 				BoxKind: model.Inbox, MsgID: msg(99), State: model.Unread}
 			wg.Go(func() {
-				s.write(ctx, func(tx *sql.Tx) error {
+				s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
 					s.deferred = append(s.deferred, recordSet{[]model.Record{lost}, 1, &store.ApplyResult{}})
 					return model.Conflict("x", "failed after its records were queued")
 				})
 			})
 			if breakGroup {
 				wg.Go(func() {
-					s.write(ctx, func(tx *sql.Tx) error {
+					s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
 						tx.Exec("ROLLBACK")
 						return model.Conflict("x", "broke the group")
 					})
@@ -170,7 +170,7 @@ func TestGroupWritesSeeEarlierApplies(t *testing.T) {
 	}
 
 	release, started := make(chan struct{}), make(chan struct{})
-	go s.write(ctx, func(tx *sql.Tx) error { close(started); <-release; return nil })
+	go s.write(ctx, func(_ context.Context, tx *sql.Tx) error { close(started); <-release; return nil })
 	<-started
 	var groups []int
 	s.onGroup = func(n int) { groups = append(groups, n) }
@@ -182,7 +182,7 @@ func TestGroupWritesSeeEarlierApplies(t *testing.T) {
 			return err
 		},
 		func() error {
-			err := s.write(ctx, func(tx *sql.Tx) error {
+			err := s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
 				if err := tx.QueryRow(`SELECT count(*) FROM records WHERE record_id = ?`, carol.RecordID).Scan(&seen); err != nil {
 					return err
 				}

@@ -33,7 +33,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	latest := len(ms)
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var cur int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&cur); err != nil {
 			return fmt.Errorf("sqlite: read schema version: %w", err)

@@ -167,7 +167,7 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			s.bodies.forgetAll()
 		}
 	}()
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res = store.PurgeResult{}
 		var gone goneRecords
 		if len(p.TerminalBeforeMS) > 0 {

@@ -139,7 +139,7 @@ func TestConsumerWritesInGroup(t *testing.T) {
 	// Block the writer so the next writes queue up and run as one group.
 	release := make(chan struct{})
 	started := make(chan struct{})
-	go s.write(ctx, func(*sql.Tx) error { close(started); <-release; return nil }) //nolint:errcheck
+	go s.write(ctx, func(context.Context, *sql.Tx) error { close(started); <-release; return nil }) //nolint:errcheck
 	<-started
 	errs := make(chan error, 3)
 	go func() {

@@ -26,7 +26,7 @@ func scanReceipt(sc scanner) (model.Receipt, error) {
 // same receipt is harmless and a correction at the same millisecond lands.
 func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error) {
 	var out model.Receipt
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO receipts (`+receiptCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (msg_id, reader) DO UPDATE SET
 				iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
@@ -144,7 +144,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]model.Ev
 // PutToken binds a token hash to an identity, replacing any earlier binding.
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
 	defer s.lk.tokens.forget(hash)
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (hash, did, role, created_at_ms) VALUES (?, ?, ?, ?)
 			ON CONFLICT (hash) DO UPDATE SET did = excluded.did, role = excluded.role,
 				created_at_ms = excluded.created_at_ms`, hash, id.DID, string(id.Role), nowMS)

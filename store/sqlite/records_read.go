@@ -49,6 +49,14 @@ func scanRecord(sc scanner) (model.Record, error) {
 	return r, nil
 }
 
+// readRecords runs a records query on the read pool.
+func (s *Store) readRecords(ctx context.Context, query string, args ...any) ([]model.Record, error) {
+	if err := s.settle(ctx); err != nil {
+		return nil, err
+	}
+	return queryRecords(ctx, s.r, query, args...)
+}
+
 // queryRecords runs q against db (or a tx) and scans every row.
 func queryRecords(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
@@ -70,7 +78,16 @@ func queryRecords(ctx context.Context, q interface {
 }
 
 // GetRecord returns one record or model.ErrNotFound.
+// A record that logged writes changed since the last commit is answered
+// from the overlay; any other is as that commit left it, so the read does
+// not wait for one (overlay.go).
 func (s *Store) GetRecord(ctx context.Context, recordID string) (model.Record, error) {
+	if err := s.failure(); err != nil {
+		return model.Record{}, err
+	}
+	if r, ok := s.overlay.get(recordID); ok {
+		return r, nil
+	}
 	r, err := scanRecord(s.st.getRecord.QueryRowContext(ctx, recordID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, model.NotFound("record")
@@ -114,7 +131,7 @@ func (s *Store) ListRecords(ctx context.Context, p store.ListParams) ([]model.Re
 	}
 	b.WriteString(" ORDER BY sort_key " + dir + ", record_id " + dir + " LIMIT ?")
 	args = append(args, limitOr(p.Limit, defaultLimit))
-	out, err := queryRecords(ctx, s.r, b.String(), args...)
+	out, err := s.readRecords(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list records: %w", err)
 	}
@@ -133,7 +150,7 @@ func (s *Store) Sync(ctx context.Context, p store.SyncParams) ([]model.Record, e
 	args = stateFilter(&b, args, p.States)
 	b.WriteString(" ORDER BY seq LIMIT ?")
 	args = append(args, limitOr(p.Limit, defaultLimit))
-	out, err := queryRecords(ctx, s.r, b.String(), args...)
+	out, err := s.readRecords(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: sync: %w", err)
 	}
@@ -143,7 +160,7 @@ func (s *Store) Sync(ctx context.Context, p store.SyncParams) ([]model.Record, e
 // ExpiredLeases lists held records whose lease ran out at or before nowMS,
 // oldest expiry first.
 func (s *Store) ExpiredLeases(ctx context.Context, nowMS int64, limit int) ([]model.Record, error) {
-	out, err := queryRecords(ctx, s.r, "SELECT "+recordCols+` FROM records
+	out, err := s.readRecords(ctx, "SELECT "+recordCols+` FROM records
 		WHERE lease_until_ms IS NOT NULL AND lease_until_ms <= ?
 		ORDER BY lease_until_ms LIMIT ?`, nowMS, limitOr(limit, defaultLimit))
 	if err != nil {
@@ -212,6 +229,9 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
 	body, gen, ok := s.bodies.get(msgID)
 	if ok {
 		return body, nil
+	}
+	if err := s.settle(ctx); err != nil {
+		return nil, err
 	}
 	err := s.st.getMessage.QueryRowContext(ctx, msgID).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {

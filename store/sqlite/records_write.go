@@ -11,39 +11,18 @@ import (
 	"github.com/msgcenter/msgcenter/store"
 )
 
-// Apply writes one delivery plan in one transaction.
+// Apply writes one delivery plan. It is answered once the plan is in the
+// apply log, or committed when the log cannot carry it (commit.go).
 func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, error) {
 	var res *store.ApplyResult
-	err := s.writeDeferring(ctx, func(tx *sql.Tx) error {
+	req := &writeReq{ctx: ctx, done: make(chan error, 1), defers: true, fn: func(ctx context.Context, tx *sql.Tx) error {
 		res = &store.ApplyResult{}
-		if p.Idem != nil {
-			if err := s.bindIdem(ctx, tx, p.Idem, p.MsgID, p.NowMS); err != nil {
-				return err
-			}
-		}
-		if err := s.putMessage(ctx, tx, p.MsgID, p.MsgBody, p.NowMS); err != nil {
-			return err
-		}
-		if p.ConsumeSchedule != 0 {
-			n, err := execN(ctx, tx.StmtContext(ctx, s.st.consumeSched), p.ConsumeSchedule)
-			if err != nil {
-				return fmt.Errorf("sqlite: consume schedule: %w", err)
-			}
-			if n == 0 {
-				return model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
-			}
-			if _, err := tx.StmtContext(ctx, s.st.consumeSchedTo).ExecContext(ctx, p.ConsumeSchedule); err != nil {
-				return fmt.Errorf("sqlite: consume schedule: %w", err)
-			}
-		}
-		if len(p.Records) > 0 {
-			// Inserted with the records of the Apply writes next to it
-			// in the group (commit.go).
-			s.deferred = append(s.deferred, recordSet{p.Records, p.NowMS, res})
-		}
-		return nil
-	})
-	if err != nil {
+		return s.applyTx(ctx, tx, p, res)
+	}}
+	if s.applyLog != nil {
+		req.logged = applyEntry(p, func() []model.Record { return res.Created })
+	}
+	if err := s.submit(ctx, req); err != nil {
 		return nil, err
 	}
 	if len(p.MsgBody) > 0 && len(res.Created) > 0 {
@@ -51,6 +30,36 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 		s.bodies.put(p.MsgID, p.MsgBody)
 	}
 	return res, nil
+}
+
+// applyTx is Apply's part of a write transaction: what can fail on its own
+// (the idempotency key, a scheduled entry already consumed) and the body.
+// The records are left in s.deferred for the group's one insert.
+func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *store.ApplyResult) error {
+	if p.Idem != nil {
+		if err := s.bindIdem(ctx, tx, p.Idem, p.MsgID, p.NowMS); err != nil {
+			return err
+		}
+	}
+	if err := s.putMessage(ctx, tx, p.MsgID, p.MsgBody, p.NowMS); err != nil {
+		return err
+	}
+	if p.ConsumeSchedule != 0 {
+		n, err := execN(ctx, tx.StmtContext(ctx, s.st.consumeSched), p.ConsumeSchedule)
+		if err != nil {
+			return fmt.Errorf("sqlite: consume schedule: %w", err)
+		}
+		if n == 0 {
+			return model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
+		}
+		if _, err := tx.StmtContext(ctx, s.st.consumeSchedTo).ExecContext(ctx, p.ConsumeSchedule); err != nil {
+			return fmt.Errorf("sqlite: consume schedule: %w", err)
+		}
+	}
+	if len(p.Records) > 0 {
+		s.deferred = append(s.deferred, recordSet{p.Records, p.NowMS, res})
+	}
+	return nil
 }
 
 // bindIdem records that (scope, key) carries msgID, or fails with a
@@ -89,55 +98,75 @@ func (s *Store) putMessage(ctx context.Context, tx *sql.Tx, msgID string, body [
 // Claim takes the first visible record in From of one box.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (model.Record, error) {
 	var rec model.Record
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	req := &writeReq{ctx: ctx, done: make(chan error, 1), fn: func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		w := s.txStmts(ctx, tx)
-		rec, err = scanRecord(w.bind(&w.claim, w.st.claim).QueryRowContext(ctx, string(p.To), p.LeaseID, p.Holder,
-			p.LeaseUntilMS, p.NowMS, p.Owner, string(p.Box), string(p.From)))
-		if errors.Is(err, sql.ErrNoRows) {
-			return model.NotFound("claimable record")
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: claim: %w", err)
-		}
-		if err := w.event(ctx, model.EventRecordClaimed, &rec, p.From, p.To, p.NowMS, "holder="+p.Holder); err != nil {
-			return err
-		}
-		return w.unreadDelta(ctx, &rec, p.From, p.To)
-	})
+		rec, err = s.claimTx(ctx, tx, &p)
+		return err
+	}}
+	if s.applyLog != nil {
+		req.logged = claimEntry(&p, func() []model.Record { return []model.Record{rec} })
+	}
+	err := s.submit(ctx, req)
 	return rec, err
+}
+
+// claimTx is Claim's part of a write transaction.
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (model.Record, error) {
+	w := s.txStmts(ctx, tx)
+	rec, err := scanRecord(w.bind(&w.claim, w.st.claim).QueryRowContext(ctx, string(p.To), p.LeaseID, p.Holder,
+		p.LeaseUntilMS, p.NowMS, p.Owner, string(p.Box), string(p.From)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return rec, model.NotFound("claimable record")
+	}
+	if err != nil {
+		return rec, fmt.Errorf("sqlite: claim: %w", err)
+	}
+	if err := w.event(ctx, model.EventRecordClaimed, &rec, p.From, p.To, p.NowMS, "holder="+p.Holder); err != nil {
+		return rec, err
+	}
+	return rec, w.unreadDelta(ctx, &rec, p.From, p.To)
 }
 
 // Update is a compare-and-set on one record's state (and lease).
 func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, error) {
 	var rec model.Record
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		w := s.txStmts(ctx, tx)
-		d := &u.Delivery
-		var leaseID, holder, until any
-		if u.Lease != nil {
-			leaseID, holder, until = u.Lease.ID, u.Lease.Holder, u.Lease.ExpiresAtMS
-		}
+	req := &writeReq{ctx: ctx, done: make(chan error, 1), fn: func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		rec, err = scanRecord(w.bind(&w.update, w.st.update).QueryRowContext(ctx, string(u.To), d.Attempts, d.NextRetryAtMS,
-			d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
-			u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.updateMiss(ctx, tx, u)
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: update record: %w", err)
-		}
-		typ := u.EventType
-		if typ == "" {
-			typ = model.EventRecordState
-		}
-		if err := w.event(ctx, typ, &rec, u.From, u.To, u.NowMS, u.EventDetail); err != nil {
-			return err
-		}
-		return w.unreadDelta(ctx, &rec, u.From, u.To)
-	})
+		rec, err = s.updateTx(ctx, tx, u)
+		return err
+	}}
+	if s.applyLog != nil {
+		req.logged = updateEntry(u, func() []model.Record { return []model.Record{rec} })
+	}
+	err := s.submit(ctx, req)
 	return rec, err
+}
+
+// updateTx is Update's part of a write transaction.
+func (s *Store) updateTx(ctx context.Context, tx *sql.Tx, u *store.Update) (model.Record, error) {
+	w := s.txStmts(ctx, tx)
+	d := &u.Delivery
+	var leaseID, holder, until any
+	if u.Lease != nil {
+		leaseID, holder, until = u.Lease.ID, u.Lease.Holder, u.Lease.ExpiresAtMS
+	}
+	rec, err := scanRecord(w.bind(&w.update, w.st.update).QueryRowContext(ctx, string(u.To), d.Attempts, d.NextRetryAtMS,
+		d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
+		u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return rec, s.updateMiss(ctx, tx, u)
+	}
+	if err != nil {
+		return rec, fmt.Errorf("sqlite: update record: %w", err)
+	}
+	typ := u.EventType
+	if typ == "" {
+		typ = model.EventRecordState
+	}
+	if err := w.event(ctx, typ, &rec, u.From, u.To, u.NowMS, u.EventDetail); err != nil {
+		return rec, err
+	}
+	return rec, w.unreadDelta(ctx, &rec, u.From, u.To)
 }
 
 // updateMiss explains why an Update's compare-and-set matched nothing.

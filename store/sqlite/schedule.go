@@ -18,7 +18,7 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 		id, due int64
 		created bool
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		created, due = false, e.DueAtMS
 		if idem != nil {
 			if err := s.bindIdem(ctx, tx, idem, e.MsgID, e.CreatedAtMS); err != nil {

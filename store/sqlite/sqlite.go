@@ -10,10 +10,13 @@
 // Reads go to a separate pool of query_only connections; in WAL mode they
 // see the last committed state and never wait for the writer.
 //
-// Durability: WAL with synchronous=NORMAL survives a process crash (kill -9)
-// without losing a committed transaction; only an OS crash or power loss
-// can lose the last commits. Options.Synchronous = "FULL" closes that gap at
-// the cost of an fsync per commit.
+// Durability: a send is acknowledged once its plan is in the apply log
+// (applylog.go), everything else once committed. WAL with
+// synchronous=NORMAL and a log written without fsync survive a process
+// crash (kill -9) without losing an acknowledged write; only an OS crash
+// or power loss can lose the last ones. Options.Synchronous = "FULL"
+// closes that gap: the log is fsynced before a send is answered (once per
+// group), and each commit fsyncs the WAL.
 package sqlite
 
 import (
@@ -28,6 +31,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
@@ -43,6 +48,10 @@ type Options struct {
 	// Synchronous is SQLite's synchronous setting for the writer: "NORMAL"
 	// (the default) or "FULL".
 	Synchronous string
+
+	// linger overrides commitEvery. Tests that look at writes not yet
+	// committed set it long, so a slow machine cannot commit under them.
+	linger time.Duration
 }
 
 // Store is a store.Store on one SQLite file. It is safe for concurrent use.
@@ -58,7 +67,18 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	onGroup   func(size int) // test hook: called by the writer before each group
+	linger    time.Duration  // how long logged writes may stay uncommitted (commitEvery)
 	deferred  []recordSet    // Apply's records, inserted before the commit (writer goroutine only)
+
+	// The apply log and the writer's open transaction (commit.go).
+	applyLog    *applyLog       // nil until Open has replayed it
+	pt          pendingTx       // writer goroutine only
+	logOff      bool            // the log failed for good: commit every write (writer goroutine only)
+	uncommitted atomic.Bool     // answered writes wait for a commit: readers settle first
+	barrier     chan chan error // readers ask the writer to commit
+	overlay     overlay         // records changed by logged writes no commit covers yet
+	broken      atomic.Pointer[error]
+	abandon     atomic.Bool // test hook: stop the writer as a crash would, without committing
 
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
 	lk     lookups  // in-memory answers to the hot lookups (lookups.go)
@@ -102,6 +122,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// The log's lock comes first: a second Store on a live database must be
+	// refused before it touches anything (applylog.go).
+	alog, err := openApplyLog(path+logFileSuffix, syncMode == "FULL")
+	if err != nil {
+		return nil, err
+	}
 
 	w, err := sql.Open("sqlite", dsn(path,
 		"_pragma=journal_mode(WAL)",
@@ -127,6 +153,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		"_txlock=immediate",
 	))
 	if err != nil {
+		alog.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
@@ -135,15 +162,31 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 
 	// Every field the writer goroutine reads is set before it starts.
-	s := &Store{w: w, log: log, reqs: make(chan *writeReq), quit: make(chan struct{}),
-		loopDone: make(chan struct{}), bodies: newBodyCache(bodyCacheBytes), ckKick: make(chan struct{}, 1), ckRestart: make(chan struct{}, 1)}
+	linger := opts.linger
+	if linger <= 0 {
+		linger = commitEvery
+	}
+	s := &Store{w: w, log: log, linger: linger, reqs: make(chan *writeReq), quit: make(chan struct{}),
+		loopDone: make(chan struct{}), bodies: newBodyCache(bodyCacheBytes), ckKick: make(chan struct{}, 1),
+		ckRestart: make(chan struct{}, 1), barrier: make(chan chan error)}
 	go s.writeLoop()
+	opened := false
+	defer func() {
+		if !opened {
+			s.stopLoop()
+			s.st.close()
+			for _, db := range []*sql.DB{s.r, s.ck, w} {
+				if db != nil {
+					db.Close()
+				}
+			}
+			alog.close()
+		}
+	}()
 	// Migrate before the read pool exists: the writer's first connection is
 	// what switches a new file to WAL, and readers must not see a
 	// half-migrated schema.
 	if err := s.migrate(ctx); err != nil {
-		s.stopLoop()
-		w.Close()
 		return nil, err
 	}
 
@@ -153,8 +196,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		"_pragma=temp_store(MEMORY)",
 	))
 	if err != nil {
-		s.stopLoop()
-		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	n := max(4, runtime.GOMAXPROCS(0))
@@ -165,23 +206,22 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.r = r
 
 	if err := s.st.prepare(ctx, w, r); err != nil {
-		s.stopLoop()
-		s.st.close()
-		r.Close()
-		w.Close()
+		return nil, err
+	}
+	// Writes acknowledged before the last stop that no commit covers,
+	// applied by the writer goroutine before anything else.
+	ctl := &writeReq{ctx: ctx, done: make(chan error, 1), ctl: func() error { return s.recoverLog(ctx, alog) }}
+	if err := s.submit(ctx, ctl); err != nil {
 		return nil, err
 	}
 	ck, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
-		s.stopLoop()
-		s.st.close()
-		r.Close()
-		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	ck.SetMaxOpenConns(1)
 	s.ck, s.ckDone = ck, make(chan struct{})
 	go s.checkpointLoop()
+	opened = true
 	return s, nil
 }
 
@@ -203,14 +243,14 @@ func dsn(path string, params ...string) string {
 // SQLite recommends for long-lived connections.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.stopLoop()
+		s.stopLoop() // commits what the log holds (commit.go)
 		<-s.ckDone
 		if _, err := s.w.Exec("PRAGMA optimize"); err != nil {
 			s.log.Warn("sqlite: optimize on close failed", "err", err)
 		}
 		s.st.close()
 		s.rstmts.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
-		s.closeErr = errors.Join(s.r.Close(), s.ck.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.r.Close(), s.ck.Close(), s.w.Close(), s.applyLog.close())
 	})
 	return s.closeErr
 }
@@ -223,6 +263,9 @@ func (s *Store) stopLoop() {
 // read runs fn in one read transaction, for reads made of several queries
 // that must see the same snapshot.
 func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("sqlite: begin read: %w", err)
@@ -252,6 +295,9 @@ func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
 
 // query runs a read through the statement cache.
 func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := s.settle(ctx); err != nil {
+		return nil, err
+	}
 	st, err := s.readStmt(ctx, q)
 	if err != nil {
 		return nil, err
@@ -259,8 +305,20 @@ func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, er
 	return st.QueryContext(ctx, args...)
 }
 
+// rowScanner is a *sql.Row, or a read that failed before it ran.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
 // queryRow runs a one-row read through the statement cache.
-func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) rowScanner {
+	if err := s.settle(ctx); err != nil {
+		return errRow{err}
+	}
 	st, err := s.readStmt(ctx, q)
 	if err != nil {
 		return s.r.QueryRowContext(ctx, q, args...) // reports the same error
