@@ -42,14 +42,8 @@ func (m *Message) Canonical() ([]byte, error) {
 	b = append(b, `{"content":{`...)
 	c := &m.Content
 	first := true
-	if c.Content != "" {
-		b = appendKey(b, &first, `"content":`)
-		b = appendString(b, c.Content)
-	}
-	if c.Format != "" {
-		b = appendKey(b, &first, `"format":`)
-		b = appendString(b, c.Format)
-	}
+	b = appendStringMember(b, &first, `"content":`, c.Content)
+	b = appendStringMember(b, &first, `"format":`, c.Format)
 	if len(c.Machine) != 0 {
 		b = appendKey(b, &first, `"machine":`)
 		var err error
@@ -76,10 +70,7 @@ func (m *Message) Canonical() ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
-	if c.Title != "" {
-		b = appendKey(b, &first, `"title":`)
-		b = appendString(b, c.Title)
-	}
+	b = appendStringMember(b, &first, `"title":`, c.Title)
 	b = append(b, '}')
 
 	if m.CreatedAtMS != 0 {
@@ -120,18 +111,9 @@ func (m *Message) Canonical() ([]byte, error) {
 		// A non-nil Thread is present even when all its fields are empty.
 		b = append(b, `,"thread":{`...)
 		first := true
-		if t.CorrelationID != "" {
-			b = appendKey(b, &first, `"correlation_id":`)
-			b = appendString(b, t.CorrelationID)
-		}
-		if t.ReplyTo != "" {
-			b = appendKey(b, &first, `"reply_to":`)
-			b = appendString(b, t.ReplyTo)
-		}
-		if t.Topic != "" {
-			b = appendKey(b, &first, `"topic":`)
-			b = appendString(b, t.Topic)
-		}
+		b = appendStringMember(b, &first, `"correlation_id":`, t.CorrelationID)
+		b = appendStringMember(b, &first, `"reply_to":`, t.ReplyTo)
+		b = appendStringMember(b, &first, `"topic":`, t.Topic)
 		b = append(b, '}')
 	}
 	if len(m.To) != 0 {
@@ -180,6 +162,14 @@ func appendKey(b []byte, first *bool, key string) []byte {
 		b = append(b, ',')
 	}
 	return append(b, key...)
+}
+
+// appendStringMember writes a string member unless it is empty (omitempty).
+func appendStringMember(b []byte, first *bool, key, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return appendString(appendKey(b, first, key), v)
 }
 
 func appendStrings(b []byte, ss []string) []byte {
