@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -46,6 +47,7 @@ func main() {
 	flag.StringVar(&o.groups, "groups", "1000,10000", "group: comma list of group sizes")
 	flag.IntVar(&o.groupSends, "group-sends", 20, "group: messages per group size")
 	flag.IntVar(&o.pid, "pid", 0, "msgcenter server's process id: report its peak RSS per phase (0: not reported)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write msgload's own CPU profile here: the load generator shares the machine with the server")
 	flag.Parse()
 	if cfg.MsgcenterToken == "" {
 		if b, err := os.ReadFile(o.data + "/admin.token"); err == nil {
@@ -53,14 +55,28 @@ func main() {
 		}
 	}
 	cfg.Run = fmt.Sprintf("%x", time.Now().UnixNano())
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "msgload: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(context.Background(), cfg, o); err != nil {
 		fmt.Fprintln(os.Stderr, "msgload:", err)
+		pprof.StopCPUProfile() // os.Exit skips the deferred stop
 		os.Exit(1)
 	}
 }
 
 type opts struct {
 	data, targets, phases, groups string
+	cpuprofile                    string
 	n, rate, groupSends, pid      int
 	duration                      time.Duration
 }
