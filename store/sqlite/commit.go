@@ -252,6 +252,13 @@ func (s *Store) runAlone(r *writeReq) error {
 		_ = tx.Rollback()
 		return err
 	}
+	return s.commitTx(tx)
+}
+
+// commitTx commits a transaction of the writer's other than the shared one
+// (runAlone, replay), with the records its Apply writes deferred and the
+// log position.
+func (s *Store) commitTx(tx *sql.Tx) error {
 	if err := s.insertDeferred(tx); err != nil {
 		_ = tx.Rollback()
 		return err

@@ -40,20 +40,10 @@ func (s *Store) replay(writes []*loggedWrite, upTo uint64) error {
 			return fmt.Errorf("sqlite: logged write %d failed on replay: %w", w.seq, err)
 		}
 	}
-	if err := s.insertDeferred(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
 	s.pt.lastSeq = max(s.pt.lastSeq, upTo, writes[len(writes)-1].seq)
-	if err := s.recordPosition(tx); err != nil {
-		_ = tx.Rollback()
-		return err
+	if err := s.commitTx(tx); err != nil {
+		return fmt.Errorf("sqlite: replay: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		s.rollbackConn()
-		return fmt.Errorf("sqlite: commit replay: %w", err)
-	}
-	s.committed()
 	return nil
 }
 
