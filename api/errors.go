@@ -80,25 +80,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// appender is implemented by the wire shapes that carry stored message
-// bodies: they copy a body as stored instead of having encoding/json
-// re-validate it (wire/append.go).
-type appender interface {
-	AppendJSON([]byte) ([]byte, error)
-}
-
-// encodeJSON is v as one line of JSON ending in a newline, leaving <, > and
-// & as they are (a message's bytes are its identity; clients compare them).
+// encodeJSON is v as one line of JSON ending in a newline (wire.Append).
 func encodeJSON(v any) ([]byte, error) {
-	if a, ok := v.(appender); ok {
-		b, err := a.AppendJSON(make([]byte, 0, 1024))
-		return append(b, '\n'), err
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(v)
-	return buf.Bytes(), err
+	b, err := wire.Append(make([]byte, 0, 1024), v)
+	return append(b, '\n'), err
 }
 
 // decode reads a JSON body strictly: unknown fields, wrong types, trailing

@@ -211,14 +211,9 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Iden
 	return a.serveStream(w, r, who, src, after)
 }
 
-// marshalFrame encodes v as one line of JSON (encodeJSON without its
-// newline).
+// marshalFrame encodes v as one line of JSON.
 func marshalFrame(v any) ([]byte, error) {
-	b, err := encodeJSON(v)
-	if err != nil {
-		return nil, err
-	}
-	return b[:len(b)-1], nil
+	return wire.Append(nil, v)
 }
 
 // serveStream negotiates the transport, reads the first page while errors

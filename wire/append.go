@@ -15,6 +15,17 @@ import (
 // escaping off (what every response and stream frame uses; a test keeps
 // them equal) and copies the body as stored.
 
+// Append appends v's JSON to b as responses and stream frames carry it:
+// no trailing newline, <, > and & left as they are (a message's bytes are
+// its identity; clients compare them). A shape with an AppendJSON method
+// writes itself; anything else goes through encoding/json.
+func Append(b []byte, v any) ([]byte, error) {
+	if a, ok := v.(interface{ AppendJSON([]byte) ([]byte, error) }); ok {
+		return a.AppendJSON(b)
+	}
+	return appendPlain(b, v)
+}
+
 // AppendJSON appends r's JSON to b.
 func (r *RecordWithMsg) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"record":`...)
