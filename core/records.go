@@ -239,7 +239,9 @@ func (s *Service) redrive(ctx context.Context, rec model.Record) (model.Record, 
 		Delivery: d, NowMS: s.nowMS(), EventType: model.EventRecordRedriven})
 }
 
-// RedriveBox redrives up to limit DEAD records of a box, oldest first.
+// RedriveBox redrives up to limit DEAD records of a box, oldest first: in
+// seq order, the box's own, since messages created in the same millisecond
+// share a sort key.
 func (s *Service) RedriveBox(ctx context.Context, who model.Identity, owner string, box model.BoxKind, req *wire.RedriveRequest) (*wire.RedriveResult, error) {
 	if err := canAct(who, owner); err != nil {
 		return nil, err
@@ -248,7 +250,7 @@ func (s *Service) RedriveBox(ctx context.Context, who model.Identity, owner stri
 	if err != nil {
 		return nil, err
 	}
-	recs, err := s.st.ListRecords(ctx, store.ListParams{Owner: owner, Box: box, States: []model.State{model.Dead}, Limit: limit})
+	recs, err := s.st.Sync(ctx, store.SyncParams{Owner: owner, Box: box, States: []model.State{model.Dead}, Limit: limit})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -188,5 +189,36 @@ func TestInvalidTransitionChangesNothing(t *testing.T) {
 	}
 	if n := len(ev.Items); n != 2 { // created + one state change
 		t.Fatalf("%d events, want 2: %+v", n, ev.Items)
+	}
+}
+
+// TestRedriveBoxOldestFirst: dead records of messages created in the same
+// millisecond (one sort key) are redriven in the order they reached the
+// box, not in the order of their random record ids.
+func TestRedriveBoxOldestFirst(t *testing.T) {
+	t.Parallel()
+	s := newService(t, newClock()) // the clock stands still: one millisecond
+	ctx := context.Background()
+	if _, err := s.SetRoutes(ctx, admin, "did:ext:bob", []model.ContactRoute{{TunnelDID: tunnel.DID, Address: "tg:42", Platform: "telegram"}}); err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	for i := range 6 {
+		res, err := s.PostSend(ctx, agent("did:alice"), &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:ext:bob"}, fmt.Sprintf("m%d", i))})
+		if err != nil || len(res.Deliveries) != 1 {
+			t.Fatalf("send %d: %+v, %v", i, res, err)
+		}
+		sent = append(sent, res.Deliveries[0].RecordID)
+		claimOne(t, s, tunnel, model.TunnelOutbox)
+		fail := &wire.DeliveryRequest{Result: &wire.DeliveryResult{ErrorCode: "bad_chat"}}
+		if r, err := s.ReportDelivery(ctx, tunnel, res.Deliveries[0].RecordID, fail); err != nil || r.Record.State != model.Dead {
+			t.Fatalf("failing send %d: %+v, %v", i, r, err)
+		}
+	}
+	for i, want := range sent {
+		rd, err := s.RedriveBox(ctx, tunnel, tunnel.DID, model.TunnelOutbox, &wire.RedriveRequest{Limit: 1})
+		if err != nil || len(rd.RecordIDs) != 1 || rd.RecordIDs[0] != want {
+			t.Fatalf("redrive %d: %+v, %v; want %s (order sent: %v)", i, rd, err, want, sent)
+		}
 	}
 }
