@@ -15,9 +15,17 @@ import (
 // claim that took it, and would otherwise commit every claim (settle).
 // Only logged writes change records without committing at once, and each
 // puts what it left here before it is answered; a commit empties it.
+//
+// It holds the bodies those writes stored as well, for GetMessage: the
+// body cache may have dropped one before its commit (a burst of large
+// bodies), and a body not here is then committed or was never
+// acknowledged. Without them a reader missing the cache had to commit
+// first, and a consumer working through a backlog larger than the cache
+// forced a commit per claim.
 type overlay struct {
-	mu sync.RWMutex
-	m  map[string]model.Record
+	mu     sync.RWMutex
+	m      map[string]model.Record
+	bodies map[string][]byte
 }
 
 // put records the latest state of recs. Writer goroutine only, in the
@@ -36,6 +44,26 @@ func (o *overlay) put(recs []model.Record) {
 	}
 }
 
+// putBody records a body a logged write stored. Writer goroutine only;
+// the caller must not modify body.
+func (o *overlay) putBody(msgID string, body []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.bodies == nil {
+		o.bodies = make(map[string][]byte)
+	}
+	o.bodies[msgID] = body
+}
+
+// body returns a body stored since the last commit. The caller must not
+// modify it.
+func (o *overlay) body(msgID string) ([]byte, bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	b, ok := o.bodies[msgID]
+	return b, ok
+}
+
 func (o *overlay) get(id string) (model.Record, bool) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
@@ -50,6 +78,7 @@ func (o *overlay) reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	clear(o.m)
+	clear(o.bodies)
 }
 
 // copyRecord copies what a record refers to, so that neither the writer's

@@ -63,3 +63,53 @@ func TestAckReadsNeedNoCommit(t *testing.T) {
 		t.Fatalf("read after the purge: %+v, %v; want not found", got, err)
 	}
 }
+
+// TestBodyReadsNeedNoCommit: a body the body cache no longer holds is
+// read without committing the logged writes: from the overlay while its
+// send is uncommitted, from the database once committed, and a body never
+// stored is not found. A consumer working through a backlog larger than
+// the cache used to force a commit per claim here.
+func TestBodyReadsNeedNoCommit(t *testing.T) {
+	ctx := context.Background()
+	s := openPath(t, tempDB(t), Options{})
+	s.bodies = newBodyCache(0) // caches nothing: every read misses it
+	committed := sendPlan(1, "did:a", []string{"did:b"}, 1)
+	if _, err := s.Apply(ctx, committed); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pending := sendPlan(2, "did:a", []string{"did:b"}, 2)
+	if _, err := s.Apply(ctx, pending); err != nil {
+		t.Fatal(err)
+	}
+	if !s.uncommitted.Load() {
+		t.Fatal("the send was not logged")
+	}
+	for _, p := range []*store.Plan{committed, pending} {
+		if got, err := s.GetMessage(ctx, p.MsgID); err != nil || string(got) != string(p.MsgBody) {
+			t.Fatalf("GetMessage(%s) = %q, %v; want %q", p.MsgID, got, err, p.MsgBody)
+		}
+	}
+	if _, err := s.GetMessage(ctx, msgID(3)); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("GetMessage of a body never stored: %v; want not found", err)
+	}
+	got, err := s.GetMessages(ctx, []string{committed.MsgID, msgID(3), pending.MsgID})
+	want := map[string][]byte{committed.MsgID: committed.MsgBody, pending.MsgID: pending.MsgBody}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("GetMessages = %q, %v; want %q", got, err, want)
+	}
+	if !s.uncommitted.Load() {
+		t.Fatal("a body read committed the logged send")
+	}
+	if err := s.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := s.overlay.body(pending.MsgID); ok {
+		t.Fatalf("the commit left the body in the overlay: %q", b)
+	}
+	if got, err := s.GetMessage(ctx, pending.MsgID); err != nil || string(got) != string(pending.MsgBody) {
+		t.Fatalf("GetMessage after the commit = %q, %v; want %q", got, err, pending.MsgBody)
+	}
+}

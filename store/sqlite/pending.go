@@ -20,6 +20,10 @@ type logEntry struct {
 	// changed is what the write left the records it changed as, once it
 	// has run: the overlay answers them until the commit.
 	changed func() []model.Record
+	// msgID and body: the message body the write stores (Apply), which
+	// the overlay also answers until the commit.
+	msgID string
+	body  []byte
 }
 
 // pendingWrite is a logged write no commit covers yet. It keeps the bytes
@@ -148,6 +152,9 @@ func (s *Store) logGroup(live []*writeReq, errs []error) error {
 			s.pt.writes = append(s.pt.writes, pendingWrite{seq: seqs[0], payload: r.logged.payload})
 			seqs = seqs[1:]
 			s.overlay.put(r.logged.changed())
+			if len(r.logged.body) > 0 {
+				s.overlay.putBody(r.logged.msgID, r.logged.body)
+			}
 		}
 	}
 	s.uncommitted.Store(true)

@@ -230,8 +230,13 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
 	if ok {
 		return body, nil
 	}
-	if err := s.settle(ctx); err != nil {
+	// Not settle: a body a logged write stored is in the overlay until
+	// its commit, so the pool has every other acknowledged one.
+	if err := s.failure(); err != nil {
 		return nil, err
+	}
+	if body, ok := s.overlay.body(msgID); ok {
+		return body, nil
 	}
 	err := s.st.getMessage.QueryRowContext(ctx, msgID).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -265,11 +270,27 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 	if len(missing) == 0 {
 		return out, nil
 	}
+	// Not settle, as GetMessage.
+	if err := s.failure(); err != nil {
+		return nil, err
+	}
+	stored := missing[:0]
+	for _, id := range missing {
+		if b, ok := s.overlay.body(id); ok {
+			out[id] = b
+		} else {
+			stored = append(stored, id)
+		}
+	}
+	missing = stored
+	if len(missing) == 0 {
+		return out, nil
+	}
 	list, err := json.Marshal(missing)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get messages: %w", err)
 	}
-	rows, err := s.query(ctx,
+	rows, err := s.queryCommitted(ctx,
 		"SELECT msg_id, body FROM messages WHERE msg_id IN (SELECT value FROM json_each(?))", string(list))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get messages: %w", err)

@@ -120,7 +120,11 @@ func applyEntry(p *store.Plan, changed func() []model.Record) *logEntry {
 	if !planIsUTF8(p) {
 		return nil
 	}
-	return newEntry(&loggedWrite{apply: p}, changed)
+	e := newEntry(&loggedWrite{apply: p}, changed)
+	if e != nil {
+		e.msgID, e.body = p.MsgID, p.MsgBody
+	}
+	return e
 }
 
 func claimEntry(p *store.ClaimParams, changed func() []model.Record) *logEntry {

@@ -298,6 +298,12 @@ func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, er
 	if err := s.settle(ctx); err != nil {
 		return nil, err
 	}
+	return s.queryCommitted(ctx, q, args...)
+}
+
+// queryCommitted is query without settle: it sees only what is committed,
+// for reads whose callers look in the overlay first.
+func (s *Store) queryCommitted(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	st, err := s.readStmt(ctx, q)
 	if err != nil {
 		return nil, err
