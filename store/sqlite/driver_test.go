@@ -348,6 +348,8 @@ func TestQueryPlans(t *testing.T) {
 		{`SELECT owner FROM blocks WHERE blocked = 's' AND owner IN (SELECT value FROM json_each('["a"]'))`, "PRIMARY KEY"},
 		{`SELECT * FROM conversations WHERE owner = 'a' ORDER BY updated_at_ms DESC, thread_key LIMIT 5`, "conversations_recent"},
 		{`SELECT * FROM scheduled WHERE due_at_ms <= 5 ORDER BY due_at_ms, sched_id LIMIT 5`, "scheduled_due"},
+		{sqlClaimable, "records_box_state (owner=? AND box=? AND state=?)"},
+		{sqlNextVisible, "records_box_state (owner=? AND box=? AND state=?)"},
 		{bulkProbe.sql(4), "SEARCH r USING COVERING INDEX sqlite_autoindex_records_1 (record_id=?)"},
 		{bulkProbe.sql(4), "SEARCH b USING PRIMARY KEY (owner=? AND box=?)"},
 	} {

@@ -24,23 +24,63 @@ import (
 // forced a commit per claim.
 type overlay struct {
 	mu     sync.RWMutex
-	m      map[string]model.Record
+	m      map[string]overlaid
 	bodies map[string][]byte
+	// byState indexes m by (owner, box, state), for Claimable and
+	// NextVisible: a waiting claimer asks them on every change to its box,
+	// and settling there committed the writer's transaction once per send.
+	byState map[stateKey]map[string]struct{}
+	inBox   map[boxKey]int // how many records of each box m holds
 }
 
-// put records the latest state of recs. Writer goroutine only, in the
-// order the writes ran.
-func (o *overlay) put(recs []model.Record) {
+// overlaid is a record as a logged write left it, with its visible_at_ms
+// (which model.Record does not carry).
+type overlaid struct {
+	rec       model.Record
+	visibleAt int64
+}
+
+type stateKey struct {
+	owner string
+	box   model.BoxKind
+	state model.State
+}
+
+func keyOf(r *model.Record) stateKey { return stateKey{r.Owner, r.BoxKind, r.State} }
+
+// put records the latest state of recs; visible gives each one's
+// visible_at_ms (nil: 0). Writer goroutine only, in the order the writes
+// ran.
+func (o *overlay) put(recs []model.Record, visible func(*model.Record) int64) {
 	if len(recs) == 0 {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
-		o.m = make(map[string]model.Record, len(recs))
+		o.m = make(map[string]overlaid, len(recs))
+		o.byState = make(map[stateKey]map[string]struct{})
+		o.inBox = make(map[boxKey]int)
 	}
-	for _, r := range recs {
-		o.m[r.RecordID] = copyRecord(r)
+	for i := range recs {
+		r := &recs[i]
+		if old, ok := o.m[r.RecordID]; ok {
+			delete(o.byState[keyOf(&old.rec)], r.RecordID)
+		} else {
+			o.inBox[boxKey{r.Owner, r.BoxKind}]++
+		}
+		var vis int64
+		if visible != nil {
+			vis = visible(r)
+		}
+		o.m[r.RecordID] = overlaid{copyRecord(*r), vis}
+		k := keyOf(r)
+		ids := o.byState[k]
+		if ids == nil {
+			ids = make(map[string]struct{})
+			o.byState[k] = ids
+		}
+		ids[r.RecordID] = struct{}{}
 	}
 }
 
@@ -69,9 +109,54 @@ func (o *overlay) get(id string) (model.Record, bool) {
 	defer o.mu.RUnlock()
 	r, ok := o.m[id]
 	if !ok {
-		return r, false
+		return model.Record{}, false
 	}
-	return copyRecord(r), true
+	return copyRecord(r.rec), true
+}
+
+// claimable reports whether a record logged writes left in (owner, box,
+// state) is visible at nowMS.
+func (o *overlay) claimable(k stateKey, nowMS int64) bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for id := range o.byState[k] {
+		if o.m[id].visibleAt <= nowMS {
+			return true
+		}
+	}
+	return false
+}
+
+// count is how many records of (owner, box) logged writes changed.
+func (o *overlay) count(owner string, box model.BoxKind) int {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.inBox[boxKey{owner, box}]
+}
+
+// holds reports whether logged writes changed record id, and if so
+// whether they left it in k and visible at nowMS.
+func (o *overlay) holds(id string, k stateKey, nowMS int64) (changed, claimable bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	r, ok := o.m[id]
+	if !ok {
+		return false, false
+	}
+	return true, keyOf(&r.rec) == k && r.visibleAt <= nowMS
+}
+
+// nextVisible returns the earliest visible_at_ms > afterMS of a record
+// logged writes left in k.
+func (o *overlay) nextVisible(k stateKey, afterMS int64) (at int64, ok bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for id := range o.byState[k] {
+		if v := o.m[id].visibleAt; v > afterMS && (!ok || v < at) {
+			at, ok = v, true
+		}
+	}
+	return at, ok
 }
 
 func (o *overlay) reset() {
@@ -79,6 +164,8 @@ func (o *overlay) reset() {
 	defer o.mu.Unlock()
 	clear(o.m)
 	clear(o.bodies)
+	clear(o.byState)
+	clear(o.inBox)
 }
 
 // copyRecord copies what a record refers to, so that neither the writer's

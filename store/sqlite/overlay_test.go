@@ -3,7 +3,10 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/msgcenter/msgcenter/model"
@@ -112,4 +115,154 @@ func TestBodyReadsNeedNoCommit(t *testing.T) {
 	if got, err := s.GetMessage(ctx, pending.MsgID); err != nil || string(got) != string(pending.MsgBody) {
 		t.Fatalf("GetMessage after the commit = %q, %v; want %q", got, err, pending.MsgBody)
 	}
+}
+
+// TestWaitingClaimerReadsNeedNoCommit: Claimable and NextVisible answer
+// from the overlay and the last commit without committing, never "no"
+// when a claim would find a record, and with the earliest wake-up of both.
+func TestWaitingClaimerReadsNeedNoCommit(t *testing.T) {
+	ctx := context.Background()
+	s := openPath(t, tempDB(t), Options{})
+	const now = 1000
+	n := 0
+	send := func(to string) model.Record {
+		t.Helper()
+		n++
+		res, err := s.Apply(ctx, sendPlan(n, "did:a", []string{to}, now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Created[1]
+	}
+	claim := func(owner string) model.Record {
+		t.Helper()
+		r, err := s.Claim(ctx, store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread, To: model.Reading,
+			NowMS: now, LeaseID: fmt.Sprint("lease", n), Holder: owner, LeaseUntilMS: now + 10_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	nack := func(r model.Record, visibleAt int64) {
+		t.Helper()
+		if _, err := s.Update(ctx, &store.Update{RecordID: r.RecordID, From: model.Reading, ExpectLeaseID: r.Lease.ID,
+			To: model.Unread, VisibleAtMS: visibleAt, NowMS: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimable := func(owner string, at int64) bool {
+		t.Helper()
+		ok, err := s.Claimable(ctx, owner, model.Inbox, model.Unread, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	settle := func() {
+		t.Helper()
+		if err := s.settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// b: committed records taken by logged claims, one by one: exact
+	// answers, the last one no.
+	const committed = 9
+	for range committed {
+		send("did:b")
+	}
+	settle()
+	for i := range committed {
+		claim("did:b")
+		if got := claimable("did:b", now); got != (i < committed-1) {
+			t.Fatalf("Claimable after %d of %d committed records were taken = %v", i+1, committed, got)
+		}
+		if !s.uncommitted.Load() {
+			t.Fatalf("Claimable after %d claims committed them", i+1)
+		}
+	}
+
+	// c: one committed record, taken (logged), then put back with a backoff.
+	send("did:c")
+	settle()
+	r := claim("did:c")
+	if claimable("did:c", now) {
+		t.Fatal("Claimable said yes for the only record, which a logged claim took")
+	}
+	nack(r, now+100)
+	if claimable("did:c", now+99) || !claimable("did:c", now+100) {
+		t.Fatalf("Claimable before/at the backoff's end = %v/%v; want false/true", claimable("did:c", now+99), claimable("did:c", now+100))
+	}
+	if at, ok, err := s.NextVisible(ctx, "did:c", model.Inbox, model.Unread, now); err != nil || !ok || at != now+100 {
+		t.Fatalf("NextVisible = %d %v, %v; want %d", at, ok, err, now+100)
+	}
+
+	// d: a committed backoff ending before a logged one.
+	send("did:d")
+	send("did:d")
+	nack(claim("did:d"), now+50)
+	settle()
+	nack(claim("did:d"), now+200)
+	if at, ok, err := s.NextVisible(ctx, "did:d", model.Inbox, model.Unread, now); err != nil || !ok || at != now+50 {
+		t.Fatalf("NextVisible = %d %v, %v; want the committed %d", at, ok, err, now+50)
+	}
+	// And a fresh send is claimable at once, from the overlay.
+	if claimable("did:d", now) {
+		t.Fatal("Claimable said yes with both records in backoff")
+	}
+	send("did:d")
+	if !claimable("did:d", now) {
+		t.Fatal("Claimable said no right after a send")
+	}
+	if !s.uncommitted.Load() {
+		t.Fatal("the reads committed the logged writes")
+	}
+}
+
+// TestClaimableUnderConcurrentClaims: while claimers take committed
+// records through logged claims (and the timer commits them), Claimable
+// never says no while records are left that no claim has started on.
+func TestClaimableUnderConcurrentClaims(t *testing.T) {
+	ctx := context.Background()
+	s := openPath(t, tempDB(t), Options{linger: commitEvery})
+	const total, workers, now = 300, 4, 1000
+	for i := range total {
+		if _, err := s.Apply(ctx, sendPlan(i+1, "did:a", []string{"did:b"}, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var started atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				started.Add(1)
+				_, err := s.Claim(ctx, store.ClaimParams{Owner: "did:b", Box: model.Inbox, From: model.Unread, To: model.Reading,
+					NowMS: now, LeaseID: fmt.Sprintf("w%d-%d", w, i), Holder: "did:b", LeaseUntilMS: now + 10_000})
+				if errors.Is(err, model.ErrNotFound) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for {
+		ok, err := s.Claimable(ctx, "did:b", model.Inbox, model.Unread, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			if n := started.Load(); n < total {
+				t.Fatalf("Claimable said no when only %d claims of %d records had started", n, total)
+			}
+			break
+		}
+	}
+	wg.Wait()
 }

@@ -20,6 +20,8 @@ type logEntry struct {
 	// changed is what the write left the records it changed as, once it
 	// has run: the overlay answers them until the commit.
 	changed func() []model.Record
+	// visible is each changed record's visible_at_ms (nil: 0).
+	visible func(*model.Record) int64
 	// msgID and body: the message body the write stores (Apply), which
 	// the overlay also answers until the commit.
 	msgID string
@@ -151,7 +153,7 @@ func (s *Store) logGroup(live []*writeReq, errs []error) error {
 		if errs[i] == nil {
 			s.pt.writes = append(s.pt.writes, pendingWrite{seq: seqs[0], payload: r.logged.payload})
 			seqs = seqs[1:]
-			s.overlay.put(r.logged.changed())
+			s.overlay.put(r.logged.changed(), r.logged.visible)
 			if len(r.logged.body) > 0 {
 				s.overlay.putBody(r.logged.msgID, r.logged.body)
 			}

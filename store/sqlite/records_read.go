@@ -185,18 +185,85 @@ func (s *Store) NextLeaseExpiry(ctx context.Context) (int64, bool, error) {
 }
 
 // NextVisible returns the earliest visible_at_ms > afterMS in one state of
-// one box.
+// one box. Like Claimable it does not settle: the overlay has what logged
+// writes changed, the pool the rest. A record the pool still shows in
+// backoff that a logged write has since moved on can only make the answer
+// early, which costs the waiting claimer one more look.
 func (s *Store) NextVisible(ctx context.Context, owner string, box model.BoxKind, state model.State, afterMS int64) (int64, bool, error) {
-	return s.minValue(ctx, "next visible", `SELECT MIN(visible_at_ms) FROM records
-		WHERE owner = ? AND box = ? AND state = ? AND visible_at_ms > ?`,
-		owner, string(box), string(state), afterMS)
+	if err := s.failure(); err != nil {
+		return 0, false, err
+	}
+	at, ok := s.overlay.nextVisible(stateKey{owner, box, state}, afterMS)
+	var v sql.NullInt64
+	err := s.st.nextVisible.QueryRowContext(ctx, owner, string(box), string(state), afterMS).Scan(&v)
+	if err != nil {
+		return 0, false, fmt.Errorf("sqlite: next visible: %w", err)
+	}
+	if v.Valid && (!ok || v.Int64 < at) {
+		at, ok = v.Int64, true
+	}
+	return at, ok, nil
 }
 
 // Claimable reports whether a claim would find a record; the same index
-// walk as the claim's own subquery.
+// walk as the claim's own subquery. It does not settle: every waiting
+// claimer asks it on every change to its box, and a commit each time is
+// what group commit is there to avoid. A record is claimable if logged
+// writes left it so (overlay), or if the last commit did and they have
+// not changed it since. So it reads the committed candidates in claim
+// order, one more than the records of the box the overlay holds: if they
+// are all changed since, there were no more. A "no" may miss only a
+// record logged during the call, whose send wakes the claimer again.
 func (s *Store) Claimable(ctx context.Context, owner string, box model.BoxKind, state model.State, nowMS int64) (bool, error) {
-	return s.exists(ctx, "claimable", `SELECT EXISTS (SELECT 1 FROM records
-		WHERE owner = ? AND box = ? AND state = ? AND visible_at_ms <= ?)`, owner, string(box), string(state), nowMS)
+	if err := s.failure(); err != nil {
+		return false, err
+	}
+	k := stateKey{owner, box, state}
+	if s.overlay.claimable(k, nowMS) {
+		return true, nil
+	}
+	for range 3 {
+		limit := s.overlay.count(owner, box) + 1
+		found, n, err := s.committedClaimable(ctx, k, nowMS, limit)
+		if found || err != nil || n < limit {
+			return found, err
+		}
+		// Logged claims took them as fast as they were read.
+	}
+	if err := s.settle(ctx); err != nil {
+		return false, err
+	}
+	found, _, err := s.committedClaimable(ctx, k, nowMS, -1)
+	return found, err
+}
+
+// committedClaimable reads up to limit (< 0: all) committed candidates of
+// k visible at nowMS, in claim order, and reports whether one of them is
+// unchanged since the commit or still claimable in the overlay, and how
+// many it read.
+func (s *Store) committedClaimable(ctx context.Context, k stateKey, nowMS int64, limit int) (bool, int, error) {
+	rows, err := s.st.claimable.QueryContext(ctx, k.owner, string(k.box), string(k.state), nowMS, limit)
+	if err != nil {
+		return false, 0, fmt.Errorf("sqlite: claimable: %w", err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return false, n, fmt.Errorf("sqlite: claimable: %w", err)
+		}
+		n++
+		// The overlay is read after the query: a commit in between empties
+		// it, and the worst that does is a yes for a record just taken.
+		if changed, still := s.overlay.holds(id, k, nowMS); !changed || still {
+			return true, n, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, n, fmt.Errorf("sqlite: claimable: %w", err)
+	}
+	return false, n, nil
 }
 
 // CountRecords counts records by box kind and state.

@@ -123,6 +123,8 @@ func applyEntry(p *store.Plan, changed func() []model.Record) *logEntry {
 	e := newEntry(&loggedWrite{apply: p}, changed)
 	if e != nil {
 		e.msgID, e.body = p.MsgID, p.MsgBody
+		// As writeRecords stores it.
+		e.visible = func(r *model.Record) int64 { return r.Delivery.NextRetryAtMS }
 	}
 	return e
 }
@@ -143,7 +145,11 @@ func updateEntry(u *store.Update, changed func() []model.Record) *logEntry {
 		(u.Lease != nil && (!ok(u.Lease.ID) || !ok(u.Lease.Holder))) {
 		return nil
 	}
-	return newEntry(&loggedWrite{update: u}, changed)
+	e := newEntry(&loggedWrite{update: u}, changed)
+	if e != nil {
+		e.visible = func(*model.Record) int64 { return u.VisibleAtMS }
+	}
+	return e
 }
 
 func newEntry(w *loggedWrite, changed func() []model.Record) *logEntry {

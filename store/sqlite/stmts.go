@@ -12,6 +12,14 @@ const recordCols = `record_id, owner, box, msg_id, state, seq, created_at_ms, up
 	delivered_at_ms, error_code, error_message, retry_after_ms, last_error,
 	lease_id, lease_holder, lease_until_ms`
 
+// A waiting claimer's reads (records_read.go); both walk records_box_state.
+const (
+	sqlClaimable = `SELECT record_id FROM records
+		WHERE owner = ? AND box = ? AND state = ? AND visible_at_ms <= ? ORDER BY seq LIMIT ?`
+	sqlNextVisible = `SELECT MIN(visible_at_ms) FROM records
+		WHERE owner = ? AND box = ? AND state = ? AND visible_at_ms > ?`
+)
+
 // stmts are the statements of the hot paths, prepared once. database/sql
 // keeps each one prepared per connection, and Tx.StmtContext reuses the
 // writer connection's copy, so a write pays no parse cost.
@@ -38,6 +46,8 @@ type stmts struct {
 	getMessage  *sql.Stmt // reader
 	getConsumer *sql.Stmt // reader
 	lastSeq     *sql.Stmt // reader
+	claimable   *sql.Stmt // reader: Claimable's committed candidates
+	nextVisible *sql.Stmt // reader
 }
 
 func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
@@ -107,6 +117,8 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		{&st.getMessage, `SELECT body FROM messages WHERE msg_id = ?`},
 		{&st.getConsumer, consumerByKey},
 		{&st.lastSeq, boxLastSeq},
+		{&st.claimable, sqlClaimable},
+		{&st.nextVisible, sqlNextVisible},
 	}
 	for _, s := range rs {
 		p, err := r.PrepareContext(ctx, s.q)
@@ -124,7 +136,7 @@ func (st *stmts) close() {
 		st.insertEvent, st.convUnread, st.claim, st.update,
 		st.recordState, st.consumeSched, st.consumeSchedTo, st.consumerW, st.advanceCAS,
 		st.ackConsumer, st.lastSeqW, st.savepoint, st.rollbackTo, st.release,
-		st.getRecord, st.getMessage, st.getConsumer, st.lastSeq} {
+		st.getRecord, st.getMessage, st.getConsumer, st.lastSeq, st.claimable, st.nextVisible} {
 		if p != nil {
 			p.Close()
 		}
