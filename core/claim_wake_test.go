@@ -31,7 +31,8 @@ func (c *claimCounter) Claimable(ctx context.Context, owner string, box model.Bo
 
 // TestWokenClaimersAskBeforeWriting: a change to a box that leaves nothing
 // to take (here an ack) wakes every waiting claimer; none of them may queue
-// a claim write for it, and a real new record is still taken by one of them.
+// a claim write for it, and a real new record is taken by one of them,
+// with one claim write.
 func TestWokenClaimersAskBeforeWriting(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,6 +83,12 @@ func TestWokenClaimersAskBeforeWriting(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no waiter took the new record")
+	}
+	// The others ask one after another behind the wake gate, each after
+	// the claim before it, and find it taken.
+	waitFor(t, "every waiter woken by the send to ask", func() bool { return cc.asks.Load() >= 2*waiters })
+	if n := cc.claims.Load() - 1 - waiters; n != 1 {
+		t.Fatalf("waiters woken by one new record queued %d claim writes, want 1", n)
 	}
 	cancel()
 	wg.Wait()

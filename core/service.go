@@ -94,6 +94,7 @@ type Service struct {
 	log    *slog.Logger
 	notify *notifier
 	pump   *pump
+	woken  *wakeGate // one woken claimer per box at a time (claimgate.go)
 
 	// schedMu keeps materialization of delayed messages in due order when
 	// the scheduler loop and an admin flush run at once.
@@ -114,6 +115,7 @@ func New(st store.Store, cfg Config) *Service {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		notify:     newNotifier(),
+		woken:      newWakeGate(),
 		pump:       newPump(),
 		schedKick:  make(chan struct{}, 1),
 		reaperKick: make(chan struct{}, 1),
