@@ -51,11 +51,12 @@ func (s *Service) Next(ctx context.Context, who model.Identity, owner string, bo
 	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
 	for woken := false; ; woken = true {
 		changed := s.notify.Watch(owner, box)
+		tried := s.nowMS() // before the attempt: see NextVisible below
 		var rec model.Record
 		var err error
 		switch {
 		case lock && woken:
-			rec, err = s.claimWoken(ctx, who, owner, box, lease, req.Holder)
+			rec, err = s.claimWoken(ctx, who, owner, box, lease, req.Holder, tried, deadline)
 		case lock:
 			rec, err = s.claim(ctx, who, owner, box, lease, req.Holder)
 		default:
@@ -72,13 +73,14 @@ func (s *Service) Next(ctx context.Context, who model.Identity, owner string, bo
 			return nil, nil
 		}
 		// A record retrying with backoff becomes claimable at a known time
-		// without any write: wake then too.
+		// without any write: wake then too. Asked from the time of the
+		// attempt, not now: a backoff that ended in between would be in
+		// neither answer, and the claimer would sleep next to it.
 		if lock {
-			now := s.nowMS()
-			if at, ok, err := s.st.NextVisible(ctx, owner, box, claimable, now); err != nil {
+			if at, ok, err := s.st.NextVisible(ctx, owner, box, claimable, tried); err != nil {
 				return nil, err
 			} else if ok {
-				left = min(left, time.Duration(at-now)*time.Millisecond)
+				left = min(left, time.Duration(at-s.nowMS())*time.Millisecond)
 			}
 		}
 		// Look again now and then even without a wake-up: with several nodes
@@ -139,13 +141,20 @@ func (s *Service) claim(ctx context.Context, who model.Identity, owner string, b
 // mode at 800 msgs/s: 58% of claim writes found nothing, and asking first
 // took the p99 from send to claim from 287 ms to 44 ms), and it asks
 // behind the box's wake gate, after the previous woken claimer's write.
-func (s *Service) claimWoken(ctx context.Context, who model.Identity, owner string, box model.BoxKind, lease time.Duration, holder string) (model.Record, error) {
-	leave, err := s.woken.enter(ctx, boxKey{owner, box})
+// Waiting for the gate ends at the caller's deadline like any other wait.
+func (s *Service) claimWoken(ctx context.Context, who model.Identity, owner string, box model.BoxKind, lease time.Duration, holder string,
+	nowMS int64, deadline time.Time) (model.Record, error) {
+	gctx, cancel := context.WithDeadline(ctx, deadline)
+	leave, err := s.woken.enter(gctx, boxKey{owner, box})
+	cancel()
 	if err != nil {
-		return model.Record{}, err
+		if ctx.Err() != nil {
+			return model.Record{}, ctx.Err()
+		}
+		return model.Record{}, model.NotFound("claimable record") // out of time
 	}
 	defer leave()
-	ok, err := s.st.Claimable(ctx, owner, box, model.ClaimableState(box), s.nowMS())
+	ok, err := s.st.Claimable(ctx, owner, box, model.ClaimableState(box), nowMS)
 	if err != nil {
 		return model.Record{}, err
 	}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,5 +107,53 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// claimThenTick advances the clock after every claim that finds nothing:
+// the time a backoff ends can fall between the claim and the claimer's
+// question about when to look again.
+type claimThenTick struct {
+	store.Store
+	clk *clock
+}
+
+func (c *claimThenTick) Claim(ctx context.Context, p store.ClaimParams) (model.Record, error) {
+	r, err := c.Store.Claim(ctx, p)
+	if errors.Is(err, model.ErrNotFound) {
+		c.clk.Advance(10 * time.Millisecond)
+	}
+	return r, err
+}
+
+// TestBackoffEndingDuringAClaimIsNotSlept: a record whose backoff ends
+// between a claim that found nothing and the claimer's NextVisible is
+// claimed at once, not after the wait (or IdleRecheck) runs out.
+func TestBackoffEndingDuringAClaimIsNotSlept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := newClock()
+	st := &claimThenTick{Store: openTestStore(t), clk: clk}
+	s := New(st, Config{IdleRecheck: time.Hour, Now: clk.Now})
+	bob := agent("did:bob")
+	if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, "later")}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{})
+	if err != nil || held == nil {
+		t.Fatalf("claim: %v, %v", held, err)
+	}
+	now := s.nowMS()
+	if _, err := st.Update(ctx, &store.Update{RecordID: held.Record.RecordID, From: model.Reading, ExpectLeaseID: held.Record.Lease.ID,
+		To: model.Unread, VisibleAtMS: now + 5, NowMS: now}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{WaitMS: 5000})
+	if err != nil || got == nil || got.Record.RecordID != held.Record.RecordID {
+		t.Fatalf("Next after the backoff = %+v, %v; want the record, claimed again", got, err)
+	}
+	if waited := time.Since(start); waited > 2500*time.Millisecond {
+		t.Fatalf("the claimer slept %v next to a claimable record", waited)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
 )
 
 func TestWakeGate(t *testing.T) {
@@ -68,5 +69,39 @@ func TestWakeGate(t *testing.T) {
 	leave()
 	if len(g.busy) != 0 {
 		t.Fatalf("gates left held: %v", g.busy)
+	}
+}
+
+// TestWokenClaimerKeepsItsDeadline: a claimer woken while its box's gate
+// is held answers "nothing" at the end of its wait_ms, not when the gate
+// is left.
+func TestWokenClaimerKeepsItsDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := New(openTestStore(t), Config{IdleRecheck: time.Hour})
+	bob := agent("did:bob")
+	leave, err := s.woken.enter(ctx, boxKey{bob.DID, model.Inbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	type answer struct {
+		rec *wire.RecordWithMsg
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{WaitMS: 300})
+		done <- answer{r, err}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	s.notify.Changed(bob.DID, model.Inbox) // wakes it into the held gate
+	select {
+	case a := <-done:
+		if a.err != nil || a.rec != nil {
+			t.Fatalf("Next = %+v, %v; want nothing, no error", a.rec, a.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the woken claimer waited for the gate past its wait_ms")
 	}
 }

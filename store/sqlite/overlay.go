@@ -72,6 +72,8 @@ func (o *overlay) put(recs []model.Record, visible func(*model.Record) int64) {
 		var vis int64
 		if visible != nil {
 			vis = visible(r)
+		} else if old, ok := o.m[r.RecordID]; ok {
+			vis = old.visibleAt // a claim leaves visible_at_ms as it was
 		}
 		o.m[r.RecordID] = overlaid{copyRecord(*r), vis}
 		k := keyOf(r)
@@ -162,11 +164,19 @@ func (o *overlay) nextVisible(k stateKey, afterMS int64) (at int64, ok bool) {
 func (o *overlay) reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if len(o.m) > overlayKeep {
+		// clear keeps a map's buckets: let those of a big fan-out go.
+		o.m, o.bodies, o.byState, o.inBox = nil, nil, nil, nil
+		return
+	}
 	clear(o.m)
 	clear(o.bodies)
 	clear(o.byState)
 	clear(o.inBox)
 }
+
+// overlayKeep is the most records a reset overlay keeps room for.
+const overlayKeep = 4096
 
 // copyRecord copies what a record refers to, so that neither the writer's
 // callers nor GetRecord's can change what the overlay holds, shaped as a

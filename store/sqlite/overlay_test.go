@@ -266,3 +266,27 @@ func TestClaimableUnderConcurrentClaims(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestOverlayResetDropsABigFanOut: after a commit the overlay lets the
+// maps of a big fan-out go (clear would keep their buckets), and works on.
+func TestOverlayResetDropsABigFanOut(t *testing.T) {
+	var o overlay
+	recs := make([]model.Record, overlayKeep+1)
+	for i := range recs {
+		recs[i] = rec(fmt.Sprintf("did:m%d", i), model.Inbox, msgID(1), "g", 1)
+	}
+	o.put(recs, nil)
+	o.putBody(msgID(1), []byte("{}"))
+	o.reset()
+	if o.m != nil || o.bodies != nil || o.byState != nil || o.inBox != nil {
+		t.Fatal("reset kept the maps of a big fan-out")
+	}
+	o.put(recs[:1], nil)
+	if r, ok := o.get(recs[0].RecordID); !ok || r.Owner != recs[0].Owner || o.count(recs[0].Owner, model.Inbox) != 1 {
+		t.Fatalf("after the reset: %+v, %v", r, ok)
+	}
+	o.reset()
+	if o.m == nil || len(o.m) != 0 {
+		t.Fatal("reset dropped the maps of a small overlay, or left records in them")
+	}
+}

@@ -134,6 +134,9 @@ func claimEntry(p *store.ClaimParams, changed func() []model.Record) *logEntry {
 	if !ok(p.Owner) || !ok(string(p.Box)) || !ok(string(p.From)) || !ok(string(p.To)) || !ok(p.LeaseID) || !ok(p.Holder) {
 		return nil
 	}
+	// No visible: a claim does not change visible_at_ms (the overlay keeps
+	// what it knew), and it leaves the record held, a state no waiting
+	// claimer asks Claimable or NextVisible about.
 	return newEntry(&loggedWrite{claim: p}, changed)
 }
 
