@@ -49,8 +49,8 @@ type stateKey struct {
 func keyOf(r *model.Record) stateKey { return stateKey{r.Owner, r.BoxKind, r.State} }
 
 // put records the latest state of recs; visible gives each one's
-// visible_at_ms (nil: 0). Writer goroutine only, in the order the writes
-// ran.
+// visible_at_ms (nil: unchanged, which for a record not held yet is taken
+// as 0). Writer goroutine only, in the order the writes ran.
 func (o *overlay) put(recs []model.Record, visible func(*model.Record) int64) {
 	if len(recs) == 0 {
 		return

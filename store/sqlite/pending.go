@@ -20,7 +20,8 @@ type logEntry struct {
 	// changed is what the write left the records it changed as, once it
 	// has run: the overlay answers them until the commit.
 	changed func() []model.Record
-	// visible is each changed record's visible_at_ms (nil: 0).
+	// visible is each changed record's visible_at_ms (nil: the write does
+	// not change it).
 	visible func(*model.Record) int64
 	// msgID and body: the message body the write stores (Apply), which
 	// the overlay also answers until the commit.
