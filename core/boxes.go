@@ -144,14 +144,12 @@ func (s *Service) claim(ctx context.Context, who model.Identity, owner string, b
 // Waiting for the gate ends at the caller's deadline like any other wait.
 func (s *Service) claimWoken(ctx context.Context, who model.Identity, owner string, box model.BoxKind, lease time.Duration, holder string,
 	nowMS int64, deadline time.Time) (model.Record, error) {
-	gctx, cancel := context.WithDeadline(ctx, deadline)
-	leave, err := s.woken.enter(gctx, boxKey{owner, box})
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return model.Record{}, ctx.Err()
-		}
+	leave, err := s.woken.enter(ctx, boxKey{owner, box}, deadline)
+	if errors.Is(err, errGateTimeout) {
 		return model.Record{}, model.NotFound("claimable record") // out of time
+	}
+	if err != nil {
+		return model.Record{}, err
 	}
 	defer leave()
 	ok, err := s.st.Claimable(ctx, owner, box, model.ClaimableState(box), nowMS)

@@ -2,7 +2,9 @@ package core
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
 )
 
 // wakeGate lets the claimers of one box that a change woke look and claim
@@ -27,8 +29,10 @@ type wakeGate struct {
 func newWakeGate() *wakeGate { return &wakeGate{busy: make(map[boxKey]chan struct{})} }
 
 // enter waits until k's gate is free and takes it; leave with the func it
-// returns.
-func (g *wakeGate) enter(ctx context.Context, k boxKey) (func(), error) {
+// returns. It gives up when ctx ends or at deadline (errGateTimeout). A
+// free gate costs no timer: most woken claimers find it free.
+func (g *wakeGate) enter(ctx context.Context, k boxKey, deadline time.Time) (func(), error) {
+	var timeout <-chan time.Time
 	for {
 		g.mu.Lock()
 		held, ok := g.busy[k]
@@ -44,10 +48,20 @@ func (g *wakeGate) enter(ctx context.Context, k boxKey) (func(), error) {
 			}, nil
 		}
 		g.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
 		case <-held:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-timeout:
+			return nil, errGateTimeout
 		}
 	}
 }
+
+// errGateTimeout: the caller's deadline passed while it waited.
+var errGateTimeout = errors.New("wake gate: deadline passed")

@@ -15,12 +15,13 @@ func TestWakeGate(t *testing.T) {
 	g := newWakeGate()
 	ctx := context.Background()
 	a, b := boxKey{"did:a", model.Inbox}, boxKey{"did:b", model.Inbox}
-	leaveA, err := g.enter(ctx, a)
+	far := time.Now().Add(time.Hour)
+	leaveA, err := g.enter(ctx, a, far)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another box's gate is free.
-	leaveB, err := g.enter(ctx, b)
+	leaveB, err := g.enter(ctx, b, far)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func TestWakeGate(t *testing.T) {
 	// A second claimer of the same box waits for the first to leave.
 	entered := make(chan func())
 	go func() {
-		leave, err := g.enter(ctx, a)
+		leave, err := g.enter(ctx, a, far)
 		if err != nil {
 			t.Error(err)
 			close(entered)
@@ -52,17 +53,21 @@ func TestWakeGate(t *testing.T) {
 
 	// A waiter whose caller gives up returns at once, and the gate stays
 	// usable.
-	leaveA, err = g.enter(ctx, a)
+	leaveA, err = g.enter(ctx, a, far)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := g.enter(cctx, a); !errors.Is(err, context.Canceled) {
+	if _, err := g.enter(cctx, a, far); !errors.Is(err, context.Canceled) {
 		t.Fatalf("enter with a cancelled context while held: %v", err)
 	}
+	// And one whose deadline passes.
+	if _, err := g.enter(ctx, a, time.Now().Add(20*time.Millisecond)); !errors.Is(err, errGateTimeout) {
+		t.Fatalf("enter past its deadline while held: %v", err)
+	}
 	leaveA()
-	leave, err := g.enter(ctx, a)
+	leave, err := g.enter(ctx, a, far)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +85,7 @@ func TestWokenClaimerKeepsItsDeadline(t *testing.T) {
 	ctx := context.Background()
 	s := New(openTestStore(t), Config{IdleRecheck: time.Hour})
 	bob := agent("did:bob")
-	leave, err := s.woken.enter(ctx, boxKey{bob.DID, model.Inbox})
+	leave, err := s.woken.enter(ctx, boxKey{bob.DID, model.Inbox}, time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
