@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -32,11 +33,9 @@ import (
 // claims of the node also need.
 func groupWriters(maxConns int32) int { return max(1, int(maxConns)/4) }
 
-// groupSavepoint is the savepoint each plan of a group opens (applyTx).
-const groupSavepoint = "plan"
-
 // maxGroup bounds a group so that its first plan is not kept waiting
-// behind an unbounded queue.
+// behind an unbounded queue, and keeps its savepoints within the
+// subtransactions PostgreSQL caches per backend (64).
 const maxGroup = 32
 
 type applyReq struct {
@@ -137,38 +136,126 @@ func (g *grouper) run(batch []*applyReq) {
 // applyGroup writes plans in one transaction, setting each request's own
 // outcome. An error means the transaction as a whole failed and nothing of
 // it was committed.
+//
+// The plans travel together: the group's box locks and every plan, each
+// behind a SAVEPOINT of its own, go in one batch, so a group costs the
+// same few round trips however many plans it carries. (One round trip per
+// plan, with the box locks held throughout, was what bounded sends into
+// one box.)
 func (s *Store) applyGroup(reqs []*applyReq) error {
 	// Not a caller's context: one caller giving up must not roll back the
 	// others' plans.
 	ctx := context.Background()
+	queued := make([]*queuedPlan, 0, len(reqs))
+	live := reqs[:0:0]
+	var all []model.Record
+	for _, r := range reqs {
+		q, err := s.queuePlan(r.plan)
+		if err != nil {
+			r.err = err
+			continue
+		}
+		queued, live = append(queued, q), append(live, r)
+		all = append(all, q.recs...)
+	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var all []model.Record
-		for _, r := range reqs {
-			all = append(all, r.plan.Records...)
-		}
 		b := &pgx.Batch{}
-		lockBoxes(b, all)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fail("lock boxes", err)
-		}
-		// Each plan opens a savepoint in its own batch and none is released:
-		// a later SAVEPOINT of the same name hides the earlier one, and
-		// ROLLBACK TO finds the latest, so a plan costs one round trip.
-		// maxGroup keeps the nesting within the subtransactions PostgreSQL
-		// caches per backend (64).
-		for _, r := range reqs {
-			r.res, r.err = s.applyTx(ctx, tx, r.plan, true)
-			if r.err == nil {
-				continue
+		locks := lockBoxes(b, all)
+		sp := 0
+		for len(live) > 0 {
+			n, err := runPlans(ctx, tx, b, locks, live, queued, &sp)
+			if err != nil {
+				return err
 			}
-			if retryable(r.err) {
-				return r.err // a deadlock took the whole transaction
-			}
-			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+groupSavepoint); err != nil {
-				return fail("rollback to savepoint", err)
-			}
-			r.res = nil
+			live, queued = live[n:], queued[n:]
+			b, locks = &pgx.Batch{}, 0
 		}
 		return nil
 	})
+}
+
+// runPlans sends b (whatever it holds: the group's box locks the first
+// time) followed by every plan of reqs, each in its own savepoint, in one
+// round trip, and reads their outcomes in order. It returns how many plans
+// it settled: all of them, or those up to and including the first that
+// failed, which it rolled back to its savepoint. The plans after that one
+// either ran in an aborted transaction or were undone with it, so the
+// caller sends them again. An error is one the whole transaction cannot
+// survive.
+//
+// sp numbers the savepoints across calls: a ROLLBACK TO must name the
+// failed plan's own savepoint, not a later plan's.
+func runPlans(ctx context.Context, tx pgx.Tx, b *pgx.Batch, locks int, reqs []*applyReq, queued []*queuedPlan, sp *int) (int, error) {
+	names := make([]string, len(reqs))
+	for i, q := range queued {
+		reqs[i].res, reqs[i].err = nil, nil // a plan sent again
+		names[i] = fmt.Sprintf("plan%d", *sp)
+		*sp++
+		b.Queue("SAVEPOINT " + names[i])
+		q.queueInto(b)
+	}
+	br := tx.SendBatch(ctx, b)
+	if err := readLocks(br, locks); err != nil {
+		br.Close()
+		return 0, err
+	}
+	failed := len(reqs)
+	idemNew := make([]bool, len(reqs))
+	for i, q := range queued {
+		var err error
+		if _, err = br.Exec(); err != nil {
+			err = fail("savepoint", err)
+		} else {
+			reqs[i].res, idemNew[i], err = q.read(br)
+		}
+		if err != nil {
+			if retryable(err) {
+				br.Close()
+				return 0, err // a deadlock took the whole transaction
+			}
+			reqs[i].res, reqs[i].err, failed = nil, err, i
+			break
+		}
+	}
+	// After a failed statement Close reports that failure again; anything
+	// else it reports is the batch's own.
+	if err := br.Close(); err != nil && failed == len(reqs) {
+		return 0, fail("apply", err)
+	}
+	settled := len(reqs)
+	if failed < len(reqs) {
+		if err := rollbackTo(ctx, tx, names[failed]); err != nil {
+			return 0, err
+		}
+		settled = failed + 1
+	}
+	// An idempotency key that existed must be bound to the plan's own
+	// message; checked after the batch, as applyAlone does.
+	for i := range settled {
+		if idemNew[i] || reqs[i].err != nil {
+			continue
+		}
+		err := checkIdem(ctx, tx, reqs[i].plan.Idem, reqs[i].plan.MsgID)
+		if err == nil {
+			continue
+		}
+		var me *model.Error
+		if !errors.As(err, &me) {
+			return 0, err
+		}
+		if err := rollbackTo(ctx, tx, names[i]); err != nil {
+			return 0, err
+		}
+		reqs[i].res, reqs[i].err = nil, err
+		return i + 1, nil
+	}
+	return settled, nil
+}
+
+// rollbackTo undoes what the transaction did since the savepoint name.
+func rollbackTo(ctx context.Context, tx pgx.Tx, name string) error {
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+name); err != nil {
+		return fail("rollback to savepoint", err)
+	}
+	return nil
 }

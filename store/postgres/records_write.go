@@ -62,13 +62,45 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 	return s.applyAlone(ctx, p)
 }
 
-// applyAlone writes one plan in a transaction of its own.
+// applyAlone writes one plan in a transaction of its own: its box locks
+// and its statements in one round trip, between BEGIN and COMMIT.
+//
+// Box locks come before the body's row lock (sqlInsertMsg) because a group
+// holds all of its boxes before its first plan runs: a lone plan that took
+// a body first could wait for a box the group holds while the group waits
+// for that body. (AdvanceConsumer locks bodies before boxes, but its boxes
+// are consumer boxes, which plans never write.)
 func (s *Store) applyAlone(ctx context.Context, p *store.Plan) (*store.ApplyResult, error) {
 	var res *store.ApplyResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		res, err = s.applyTx(ctx, tx, p, false)
-		return err
+		q, err := s.queuePlan(p)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		locks := lockBoxes(b, q.recs)
+		q.queueInto(b)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if err := readLocks(br, locks); err != nil {
+			return err
+		}
+		r, idemNew, err := q.read(br)
+		if err != nil {
+			return err
+		}
+		if err := br.Close(); err != nil {
+			return fail("apply", err)
+		}
+		if !idemNew {
+			// Checked last, after the batch: the rollback undoes everything
+			// the batch wrote, so "nothing written" holds all the same.
+			if err := checkIdem(ctx, tx, p.Idem, p.MsgID); err != nil {
+				return err
+			}
+		}
+		res = r
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -76,25 +108,20 @@ func (s *Store) applyAlone(ctx context.Context, p *store.Plan) (*store.ApplyResu
 	return res, nil
 }
 
-// applyTx writes one plan in tx. A plan alone locks its boxes first; a
-// plan in a group (group.go) finds them locked by the group and instead
-// opens the group's savepoint, in the same round trip.
-//
-// Box locks come before the body's row lock (sqlInsertMsg) because a group
-// holds all of its boxes before its first plan runs: a lone plan that took
-// a body first could wait for a box the group holds while the group waits
-// for that body. (AdvanceConsumer locks bodies before boxes, but its boxes
-// are consumer boxes, which plans never write.)
-func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, p *store.Plan, inGroup bool) (*store.ApplyResult, error) {
-	res := &store.ApplyResult{}
-	recs := slices.Clone(p.Records)
-	b := &pgx.Batch{}
-	locks := 0
-	if inGroup {
-		b.Queue("SAVEPOINT " + groupSavepoint)
-	} else {
-		locks = lockBoxes(b, recs)
-	}
+// queuedPlan is one plan's statements, queued in a batch of their own so
+// that a group can put several plans in one round trip (group.go); read
+// takes their results back in the same order.
+type queuedPlan struct {
+	p     *store.Plan
+	recs  []model.Record
+	batch pgx.Batch
+}
+
+// queuePlan queues p's statements (without its box locks): idempotency
+// key, body, schedule consumption and the records (bulk.go).
+func (s *Store) queuePlan(p *store.Plan) (*queuedPlan, error) {
+	q := &queuedPlan{p: p, recs: slices.Clone(p.Records)}
+	b := &q.batch
 	if p.Idem != nil {
 		b.Queue(sqlInsertIdem, p.Idem.Scope, p.Idem.Key, p.MsgID, p.NowMS)
 	}
@@ -104,56 +131,53 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, p *store.Plan, inGroup b
 	if p.ConsumeSchedule != 0 {
 		b.Queue(sqlConsumeSched, p.ConsumeSchedule)
 	}
-	if err := s.queueRecords(b, recs, p.NowMS); err != nil {
+	if err := s.queueRecords(b, q.recs, p.NowMS); err != nil {
 		return nil, err
 	}
+	return q, nil
+}
 
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	if inGroup {
-		if _, err := br.Exec(); err != nil {
-			return nil, fail("savepoint", err)
-		}
+// queueInto queues q's statements in b. Each time anew: pgx remembers in
+// a queued query the prepared statement it was sent with, and a failed
+// batch deallocates those, so a plan sent again after one (group.go) must
+// not reuse them.
+func (q *queuedPlan) queueInto(b *pgx.Batch) {
+	for _, qq := range q.batch.QueuedQueries {
+		b.Queue(qq.SQL, qq.Arguments...)
 	}
-	if err := readLocks(br, locks); err != nil {
-		return nil, err
-	}
-	idemNew := true
+}
+
+// read reads the results of q's statements from br. idemNew is false when
+// the plan's idempotency key existed already: the caller then checks, with
+// checkIdem, that it is bound to this message.
+func (q *queuedPlan) read(br pgx.BatchResults) (res *store.ApplyResult, idemNew bool, err error) {
+	p := q.p
+	res, idemNew = &store.ApplyResult{}, true
 	if p.Idem != nil {
 		tag, err := br.Exec()
 		if err != nil {
-			return nil, fail("idempotency key", err)
+			return nil, false, fail("idempotency key", err)
 		}
 		idemNew = tag.RowsAffected() == 1
 	}
 	if len(p.MsgBody) > 0 {
 		if _, err := br.Exec(); err != nil {
-			return nil, fail("store message", err)
+			return nil, false, fail("store message", err)
 		}
 	}
 	if p.ConsumeSchedule != 0 {
 		var n int64
 		if err := br.QueryRow().Scan(&n); err != nil {
-			return nil, fail("consume schedule", err)
+			return nil, false, fail("consume schedule", err)
 		}
 		if n == 0 {
-			return nil, model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
+			return nil, false, model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
 		}
 	}
-	if err := readRecords(br, recs, res); err != nil {
-		return nil, err
+	if err := readRecords(br, q.recs, res); err != nil {
+		return nil, false, err
 	}
-	if err := br.Close(); err != nil {
-		return nil, fail("apply", err)
-	}
-	if !idemNew {
-		// Checked last, after the batch: the rollback undoes everything
-		// the batch wrote, so "nothing written" holds all the same.
-		if err := checkIdem(ctx, tx, p.Idem, p.MsgID); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return res, idemNew, nil
 }
 
 // checkIdem fails with a conflict if the key, which already existed, is

@@ -93,10 +93,12 @@ func testApplyConcurrentSeq(t *testing.T, s store.Store) {
 	}
 }
 
-// Plans that fail (a key bound to another message) among concurrent plans
-// into the same boxes: drivers that share one transaction between
-// concurrent writes must roll back only the failing plan. The others keep
-// their records, and the box's seqs stay 1..n without gaps.
+// Plans that fail among concurrent plans into the same boxes: drivers
+// that share one transaction between concurrent writes must roll back only
+// the failing plan. The others keep their records, and the box's seqs stay
+// 1..n without gaps. Two kinds of failure: a key bound to another message
+// (found after the plan's statements ran) and a scheduled entry that is
+// not there (found in the middle of them).
 func testApplyConcurrentConflicts(t *testing.T, s store.Store) {
 	const workers, perWorker = 8, 12
 	bound := msgID("cconf-bound")
@@ -115,21 +117,23 @@ func testApplyConcurrentConflicts(t *testing.T, s store.Store) {
 				m := msgID(fmt.Sprintf("cconf-%d-%d", w, i))
 				now := base + 1 + int64(w*100+i)
 				p := newPlan(m, now, newRec(alice, model.Outbox, m, now), newRec(bob, model.Inbox, m, now))
-				conflict := (w+i)%3 == 0
-				if conflict {
+				fails := (w+i)%3 == 0
+				if fails && w%2 == 0 {
 					k := key
 					p.Idem = &k
+				} else if fails {
+					p.ConsumeSchedule = 987_000 + int64(w*100+i)
 				}
 				_, err := s.Apply(t.Context(), p)
 				switch {
-				case conflict && !errors.Is(err, model.ErrConflict):
-					errs <- fmt.Errorf("plan %s with a key bound to another message: %v, want model.ErrConflict", short(m), err)
-				case !conflict && err != nil:
+				case fails && !errors.Is(err, model.ErrConflict):
+					errs <- fmt.Errorf("plan %s that must fail: %v, want model.ErrConflict", short(m), err)
+				case !fails && err != nil:
 					errs <- fmt.Errorf("plan %s: %v", short(m), err)
 				}
 				mu.Lock()
 				for _, r := range p.Records {
-					if conflict {
+					if fails {
 						badIDs = append(badIDs, r.RecordID)
 					} else {
 						okIDs = append(okIDs, r.RecordID)

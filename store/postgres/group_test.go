@@ -1,0 +1,97 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// A plan the database itself rejects (a NUL in a text column aborts the
+// transaction, unlike the conformance suite's conflicts) among concurrent
+// plans into the same boxes: the group writer sends its plans in one
+// batch, so the plans after the rejected one ran in an aborted
+// transaction. They must be sent again, not lost or reported failed, and
+// the boxes' seqs stay 1..n.
+func TestGroupSurvivesARejectedPlan(t *testing.T) {
+	s := openStore(t, newSchema(t))
+	const workers, perWorker = 8, 12
+	const alice, bob = "did:test:alice", "did:test:bob"
+	rec := func(owner string, box model.BoxKind, m, thread string, now int64) model.Record {
+		return model.Record{RecordID: model.RecordID(owner, box, m, ""), Owner: owner, BoxKind: box,
+			MsgID: m, State: model.InitialState(box), CreatedAtMS: now, UpdatedAtMS: now, SortKey: now,
+			ThreadKey: thread}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var okIDs, badIDs []string
+	errs := make(chan error, workers*perWorker)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				m := fmt.Sprintf("msg-%d-%d", w, i)
+				now := int64(1_700_000_000_000 + w*100 + i)
+				thread := "dm:" + alice
+				bad := (w+i)%4 == 1
+				if bad {
+					thread = "dm:\x00"
+				}
+				p := &store.Plan{MsgID: m, MsgBody: []byte(`{"m":"` + m + `"}`), NowMS: now,
+					Records: []model.Record{rec(alice, model.Outbox, m, "dm:"+bob, now), rec(bob, model.Inbox, m, thread, now)}}
+				_, err := s.Apply(t.Context(), p)
+				switch {
+				case bad && err == nil:
+					errs <- fmt.Errorf("plan %s with a NUL in a thread key was accepted", m)
+				case bad && errors.Is(err, model.ErrConflict):
+					errs <- fmt.Errorf("plan %s: %v; want the database's error, not a conflict", m, err)
+				case !bad && err != nil:
+					errs <- fmt.Errorf("plan %s: %v", m, err)
+				}
+				mu.Lock()
+				for _, r := range p.Records {
+					if bad {
+						badIDs = append(badIDs, r.RecordID)
+					} else {
+						okIDs = append(okIDs, r.RecordID)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, id := range badIDs {
+		if _, err := s.GetRecord(t.Context(), id); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("GetRecord(%s) of a rejected plan: %v; want not found", id, err)
+		}
+	}
+	for _, id := range okIDs {
+		if _, err := s.GetRecord(t.Context(), id); err != nil {
+			t.Fatalf("GetRecord(%s): %v", id, err)
+		}
+	}
+	for _, ob := range []struct {
+		owner string
+		box   model.BoxKind
+	}{{alice, model.Outbox}, {bob, model.Inbox}} {
+		recs, err := s.Sync(t.Context(), store.SyncParams{Owner: ob.owner, Box: ob.box, Limit: 1000})
+		if err != nil {
+			t.Fatalf("Sync %s %s: %v", ob.owner, ob.box, err)
+		}
+		if len(recs) != len(okIDs)/2 {
+			t.Fatalf("%s %s: %d records, want %d", ob.owner, ob.box, len(recs), len(okIDs)/2)
+		}
+		for i, r := range recs {
+			if r.Seq != int64(i+1) {
+				t.Fatalf("%s %s: record %d has seq %d; want 1..%d without gaps", ob.owner, ob.box, i, r.Seq, len(recs))
+			}
+		}
+	}
+}
