@@ -46,7 +46,7 @@ func (s *Service) CreateToken(ctx context.Context, who model.Identity, req *wire
 		return nil, model.Invalid("role", fmt.Sprintf("unknown role %q (want admin, agent or tunnel)", req.Role))
 	}
 	tok := NewToken()
-	if err := s.st.PutToken(ctx, hashToken(tok), model.Identity{DID: req.DID, Role: req.Role}, s.nowMS()); err != nil {
+	if err := s.putToken(ctx, tok, model.Identity{DID: req.DID, Role: req.Role}); err != nil {
 		return nil, err
 	}
 	return &wire.TokenResult{Token: tok, DID: req.DID, Role: req.Role}, nil
@@ -57,7 +57,15 @@ func (s *Service) EnsureToken(ctx context.Context, token string, id model.Identi
 	if !strings.HasPrefix(token, tokenPrefix) {
 		return fmt.Errorf("token does not look like a msgcenter token")
 	}
-	return s.st.PutToken(ctx, hashToken(token), id, s.nowMS())
+	return s.putToken(ctx, token, id)
+}
+
+// putToken stores token's binding and drops what this node remembered of
+// it (tokencache.go).
+func (s *Service) putToken(ctx context.Context, token string, id model.Identity) error {
+	h := hashToken(token)
+	defer s.tokens.forget(h)
+	return s.st.PutToken(ctx, h, id, s.nowMS())
 }
 
 // Authenticate resolves a bearer token to an identity.
@@ -65,9 +73,17 @@ func (s *Service) Authenticate(ctx context.Context, token string) (model.Identit
 	if token == "" {
 		return model.Identity{}, &model.Error{Kind: model.ErrUnauthorized, Message: "missing bearer token (Authorization: Bearer <token>)"}
 	}
-	id, err := s.st.Token(ctx, hashToken(token))
+	h, now := hashToken(token), s.nowMS()
+	if id, ok := s.tokens.get(h, now); ok {
+		return id, nil
+	}
+	id, err := s.st.Token(ctx, h)
 	if errors.Is(err, model.ErrNotFound) {
 		return id, &model.Error{Kind: model.ErrUnauthorized, Message: "unknown or revoked token"}
 	}
-	return id, err
+	if err != nil {
+		return id, err
+	}
+	s.tokens.put(h, id, now)
+	return id, nil
 }
