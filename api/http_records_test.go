@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,6 +185,24 @@ func TestHTTPReportDelivery(t *testing.T) {
 		held := e.claim(t, e.alice, didAlice, model.Inbox)
 		if r := e.deliver(t, e.alice, held.Record.RecordID, wire.DeliveryResult{OK: true}); r.State != model.Readed {
 			t.Fatalf("inbox ack: %+v", r)
+		}
+	})
+
+	t.Run("with_object false leaves the body out", func(t *testing.T) {
+		e.dispatch(t, chat("did:tg:u1", []string{didAlice}, "bare ack"))
+		held := e.claim(t, e.alice, didAlice, model.Inbox).Record
+		res := e.do(t, "POST", recPath(held.RecordID, "delivery"), e.alice, `{"result":{"ok":true},"with_object":false}`)
+		got := ok[wire.RecordWithMsg](t, res)
+		if got.Record.State != model.Readed || got.Msg != nil || strings.Contains(string(res.body), "bare ack") {
+			t.Fatalf("ack with with_object false: %s", res)
+		}
+		res = e.do(t, "POST", recPath(held.RecordID, "state"), e.alice, `{"new_state":"UNREAD","with_object":false}`)
+		if got := ok[wire.RecordWithMsg](t, res); got.Record.State != model.Unread || got.Msg != nil {
+			t.Fatalf("state change with with_object false: %s", res)
+		}
+		res = e.do(t, "POST", recPath(held.RecordID, "state"), e.alice, `{"new_state":"READED","with_object":"no"}`)
+		if res.status != 400 || !strings.Contains(string(res.body), `"with_object"`) {
+			t.Fatalf("with_object not a bool: %s", res)
 		}
 	})
 

@@ -99,6 +99,8 @@ type StateRequest struct {
 	Reason   string      `json:"reason,omitempty"`
 	// LeaseID, when set, must match the record's current lease.
 	LeaseID string `json:"lease_id,omitempty"`
+	// WithObject (default true) includes the message body in the answer.
+	WithObject *bool `json:"with_object,omitempty"`
 }
 
 // DeliveryResult is what a consumer or tunnel reports for a held record.
@@ -115,6 +117,9 @@ type DeliveryResult struct {
 type DeliveryRequest struct {
 	Result  *DeliveryResult `json:"result"`
 	LeaseID string          `json:"lease_id,omitempty"`
+	// WithObject (default true) includes the message body in the answer:
+	// a consumer acknowledging what it already read can leave it out.
+	WithObject *bool `json:"with_object,omitempty"`
 }
 
 // LeaseRequest extends the lease of a held record.

@@ -61,7 +61,10 @@ func (t *msgcenterTarget) ClaimAck(ctx context.Context, consumer int, wait time.
 		return false, err
 	}
 	received([]byte(m.Content.Content))
-	_, err = t.c.SetState(ctx, r.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: r.Record.Lease.ID})
+	// The consumer has the message already: like JetStream's ack, the
+	// answer need not carry it again.
+	noBody := false
+	_, err = t.c.SetState(ctx, r.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: r.Record.Lease.ID, WithObject: &noBody})
 	return err == nil, err
 }
 
