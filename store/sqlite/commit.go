@@ -137,6 +137,7 @@ func (s *Store) writeLoop() {
 				break drain
 			}
 		}
+		batch = s.gather(batch)
 		s.runBatch(batch)
 		clear(batch) // drop references to finished closures
 		select {

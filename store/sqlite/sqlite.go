@@ -52,6 +52,9 @@ type Options struct {
 	// linger overrides commitEvery. Tests that look at writes not yet
 	// committed set it long, so a slow machine cannot commit under them.
 	linger time.Duration
+	// gatherLinger overrides gatherLinger (gather.go); negative turns the
+	// waiting off.
+	gatherLinger time.Duration
 }
 
 // Store is a store.Store on one SQLite file. It is safe for concurrent use.
@@ -69,6 +72,10 @@ type Store struct {
 	onGroup   func(size int) // test hook: called by the writer before each group
 	linger    time.Duration  // how long logged writes may stay uncommitted (commitEvery)
 	deferred  []recordSet    // Apply's records, inserted before the commit (writer goroutine only)
+	// gatherLinger and recent: how the writer waits for more writes
+	// (gather.go); recent is the writer goroutine's only.
+	gatherLinger time.Duration
+	recent       int
 
 	// The apply log and the writer's open transaction (commit.go).
 	applyLog    *applyLog       // nil until Open has replayed it
@@ -166,7 +173,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if linger <= 0 {
 		linger = commitEvery
 	}
-	s := &Store{w: w, log: log, linger: linger, reqs: make(chan *writeReq), quit: make(chan struct{}),
+	gl := opts.gatherLinger
+	if gl == 0 {
+		gl = gatherLinger
+	}
+	s := &Store{w: w, log: log, linger: linger, gatherLinger: gl, reqs: make(chan *writeReq), quit: make(chan struct{}),
 		loopDone: make(chan struct{}), bodies: newBodyCache(bodyCacheBytes), ckKick: make(chan struct{}, 1),
 		ckRestart: make(chan struct{}, 1), barrier: make(chan chan error)}
 	go s.writeLoop()
