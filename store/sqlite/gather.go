@@ -9,10 +9,10 @@ import "time"
 // kind of row, the log append, the overlay), not per write. Over HTTP,
 // eight producers each waiting for their answer reach the writer spread
 // out over their round trip, and it took them as they came: 20,000 sends
-// ran in 9,513 groups, two thirds of them of one send. Waiting up to
-// 300 µs for the others (measured, guest A: 0, 100, 200, 300, 500 µs and
-// 1 ms) cut the server's CPU per message by a fifth and raised enqueue and
-// claim+ack by a fifth (docs/benchmarks.md, sixth round).
+// ran in 9,513 groups, two thirds of them of one send; with the wait, in
+// 4,837. Of the waits tried (100 µs to 1 ms), 300 µs did best; it took
+// a tenth off the server's CPU per message and added 6-7% to enqueue and
+// claim+ack (docs/benchmarks.md, sixth round).
 //
 // It is far below the time of one commit, and the writer waits only when
 // it has just seen bigger groups (gather), so a lone writer is never
