@@ -77,6 +77,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (model.Identit
 	if id, ok := s.tokens.get(h, now); ok {
 		return id, nil
 	}
+	gen := s.tokens.generation()
 	id, err := s.st.Token(ctx, h)
 	if errors.Is(err, model.ErrNotFound) {
 		return id, &model.Error{Kind: model.ErrUnauthorized, Message: "unknown or revoked token"}
@@ -84,6 +85,6 @@ func (s *Service) Authenticate(ctx context.Context, token string) (model.Identit
 	if err != nil {
 		return id, err
 	}
-	s.tokens.put(h, id, now)
+	s.tokens.put(h, id, now, gen)
 	return id, nil
 }
