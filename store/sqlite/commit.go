@@ -101,15 +101,18 @@ func (s *Store) writeLoop() {
 	batch := make([]*writeReq, 0, maxBatch)
 	due := time.NewTimer(time.Hour)
 	due.Stop()
+	busy := time.Now() // when the writer last finished something (gather)
 	for {
 		var dueC <-chan time.Time
 		if len(s.pt.writes) > 0 {
 			due.Reset(time.Until(s.pt.since.Add(s.linger)))
 			dueC = due.C
 		}
+		var idle time.Duration
 		select {
 		case r := <-s.reqs:
 			batch = append(batch[:0], r)
+			idle = time.Since(busy)
 		case done := <-s.barrier:
 			// A failed commit that recover made good is no reason for the
 			// reader to fail: everything answered is committed now.
@@ -118,9 +121,11 @@ func (s *Store) writeLoop() {
 			} else {
 				done <- nil
 			}
+			busy = time.Now()
 			continue
 		case <-dueC:
 			_ = s.commitPending()
+			busy = time.Now()
 			continue
 		case <-s.quit:
 			if !s.abandon.Load() {
@@ -137,9 +142,10 @@ func (s *Store) writeLoop() {
 				break drain
 			}
 		}
-		batch = s.gather(batch)
+		batch = s.gather(batch, idle)
 		s.runBatch(batch)
 		clear(batch) // drop references to finished closures
+		busy = time.Now()
 		select {
 		case <-s.ckRestart:
 			if s.commitPending() == nil {
