@@ -161,13 +161,12 @@ func (s *Store) applyGroup(reqs []*applyReq) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		locks := lockBoxes(b, all)
-		sp := 0
-		for len(live) > 0 {
-			n, err := runPlans(ctx, tx, b, locks, live, queued, &sp)
+		for first := 0; first < len(live); {
+			n, err := runPlans(ctx, tx, b, locks, live[first:], queued[first:], first)
 			if err != nil {
 				return err
 			}
-			live, queued = live[n:], queued[n:]
+			first += n
 			b, locks = &pgx.Batch{}, 0
 		}
 		return nil
@@ -183,14 +182,16 @@ func (s *Store) applyGroup(reqs []*applyReq) error {
 // caller sends them again. An error is one the whole transaction cannot
 // survive.
 //
-// sp numbers the savepoints across calls: a ROLLBACK TO must name the
-// failed plan's own savepoint, not a later plan's.
-func runPlans(ctx context.Context, tx pgx.Tx, b *pgx.Batch, locks int, reqs []*applyReq, queued []*queuedPlan, sp *int) (int, error) {
+// Each savepoint is named after its plan's place in the group (first is
+// that of reqs[0]), so a ROLLBACK TO names the failed plan's own. A name
+// is reused only when its plan is sent again, and by then the rollback
+// has released the savepoint of that name, so the names stay a group's
+// few (each is a statement pgx prepares).
+func runPlans(ctx context.Context, tx pgx.Tx, b *pgx.Batch, locks int, reqs []*applyReq, queued []*queuedPlan, first int) (int, error) {
 	names := make([]string, len(reqs))
 	for i, q := range queued {
 		reqs[i].res, reqs[i].err = nil, nil // a plan sent again
-		names[i] = fmt.Sprintf("plan%d", *sp)
-		*sp++
+		names[i] = fmt.Sprintf("plan%d", first+i)
 		b.Queue("SAVEPOINT " + names[i])
 		q.queueInto(b)
 	}
@@ -217,8 +218,11 @@ func runPlans(ctx context.Context, tx pgx.Tx, b *pgx.Batch, locks int, reqs []*a
 			break
 		}
 	}
-	// After a failed statement Close reports that failure again; anything
-	// else it reports is the batch's own.
+	// Once a plan failed, whatever Close reports (that failure again, or
+	// an error of a later plan, which ran after a failure that did not
+	// abort the transaction) is undone by the rollback to the failed
+	// plan's savepoint; if the connection itself broke, that rollback
+	// fails and so does the group. Otherwise it is the batch's own error.
 	if err := br.Close(); err != nil && failed == len(reqs) {
 		return 0, fail("apply", err)
 	}

@@ -15,7 +15,10 @@ import (
 // plans into the same boxes: the group writer sends its plans in one
 // batch, so the plans after the rejected one ran in an aborted
 // transaction. They must be sent again, not lost or reported failed, and
-// the boxes' seqs stay 1..n.
+// the boxes' seqs stay 1..n. Plans whose idempotency key is bound to
+// another message are found only after the batch, when the plans after
+// them have run: those are undone and sent again, and must report the
+// seqs of their second run.
 func TestGroupSurvivesARejectedPlan(t *testing.T) {
 	s := openStore(t, newSchema(t))
 	const workers, perWorker = 8, 12
@@ -25,9 +28,14 @@ func TestGroupSurvivesARejectedPlan(t *testing.T) {
 			MsgID: m, State: model.InitialState(box), CreatedAtMS: now, UpdatedAtMS: now, SortKey: now,
 			ThreadKey: thread}
 	}
+	key := store.Idempotency{Scope: alice + "/post_send", Key: "bound"}
+	if _, err := s.Apply(t.Context(), &store.Plan{MsgID: "msg-bound", NowMS: 1, Idem: &key}); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var okIDs, badIDs []string
+	created := map[string]int64{} // record id → the seq Apply reported
 	errs := make(chan error, workers*perWorker)
 	for w := range workers {
 		wg.Go(func() {
@@ -41,8 +49,23 @@ func TestGroupSurvivesARejectedPlan(t *testing.T) {
 				}
 				p := &store.Plan{MsgID: m, MsgBody: []byte(`{"m":"` + m + `"}`), NowMS: now,
 					Records: []model.Record{rec(alice, model.Outbox, m, "dm:"+bob, now), rec(bob, model.Inbox, m, thread, now)}}
-				_, err := s.Apply(t.Context(), p)
+				reused := (w+i)%4 == 3
+				if reused {
+					k := key
+					p.Idem = &k
+				}
+				res, err := s.Apply(t.Context(), p)
+				if err == nil {
+					mu.Lock()
+					for _, r := range res.Created {
+						created[r.RecordID] = r.Seq
+					}
+					mu.Unlock()
+				}
 				switch {
+				case reused && !errors.Is(err, model.ErrConflict):
+					errs <- fmt.Errorf("plan %s with a key bound to another message: %v, want a conflict", m, err)
+				case reused:
 				case bad && err == nil:
 					errs <- fmt.Errorf("plan %s with a NUL in a thread key was accepted", m)
 				case bad && errors.Is(err, model.ErrConflict):
@@ -52,7 +75,7 @@ func TestGroupSurvivesARejectedPlan(t *testing.T) {
 				}
 				mu.Lock()
 				for _, r := range p.Records {
-					if bad {
+					if bad || reused {
 						badIDs = append(badIDs, r.RecordID)
 					} else {
 						okIDs = append(okIDs, r.RecordID)
@@ -73,8 +96,13 @@ func TestGroupSurvivesARejectedPlan(t *testing.T) {
 		}
 	}
 	for _, id := range okIDs {
-		if _, err := s.GetRecord(t.Context(), id); err != nil {
+		rec, err := s.GetRecord(t.Context(), id)
+		if err != nil {
 			t.Fatalf("GetRecord(%s): %v", id, err)
+		}
+		// A plan sent again must report what it wrote the second time.
+		if seq, ok := created[id]; !ok || seq != rec.Seq {
+			t.Fatalf("record %s: Apply reported seq %d (reported: %v), stored %d", id, seq, ok, rec.Seq)
 		}
 	}
 	for _, ob := range []struct {
