@@ -95,7 +95,6 @@ type Service struct {
 	notify *notifier
 	pump   *pump
 	woken  *wakeGate // one woken claimer per box at a time (claimgate.go)
-	tokens *tokenCache
 
 	// schedMu keeps materialization of delayed messages in due order when
 	// the scheduler loop and an admin flush run at once.
@@ -117,7 +116,6 @@ func New(st store.Store, cfg Config) *Service {
 		log:        cfg.Logger,
 		notify:     newNotifier(),
 		woken:      newWakeGate(),
-		tokens:     newTokenCache(),
 		pump:       newPump(),
 		schedKick:  make(chan struct{}, 1),
 		reaperKick: make(chan struct{}, 1),

@@ -46,7 +46,7 @@ func (s *Service) CreateToken(ctx context.Context, who model.Identity, req *wire
 		return nil, model.Invalid("role", fmt.Sprintf("unknown role %q (want admin, agent or tunnel)", req.Role))
 	}
 	tok := NewToken()
-	if err := s.putToken(ctx, tok, model.Identity{DID: req.DID, Role: req.Role}); err != nil {
+	if err := s.st.PutToken(ctx, hashToken(tok), model.Identity{DID: req.DID, Role: req.Role}, s.nowMS()); err != nil {
 		return nil, err
 	}
 	return &wire.TokenResult{Token: tok, DID: req.DID, Role: req.Role}, nil
@@ -57,15 +57,7 @@ func (s *Service) EnsureToken(ctx context.Context, token string, id model.Identi
 	if !strings.HasPrefix(token, tokenPrefix) {
 		return fmt.Errorf("token does not look like a msgcenter token")
 	}
-	return s.putToken(ctx, token, id)
-}
-
-// putToken stores token's binding and drops what this node remembered of
-// it (tokencache.go).
-func (s *Service) putToken(ctx context.Context, token string, id model.Identity) error {
-	h := hashToken(token)
-	defer s.tokens.forget(h)
-	return s.st.PutToken(ctx, h, id, s.nowMS())
+	return s.st.PutToken(ctx, hashToken(token), id, s.nowMS())
 }
 
 // Authenticate resolves a bearer token to an identity.
@@ -73,18 +65,9 @@ func (s *Service) Authenticate(ctx context.Context, token string) (model.Identit
 	if token == "" {
 		return model.Identity{}, &model.Error{Kind: model.ErrUnauthorized, Message: "missing bearer token (Authorization: Bearer <token>)"}
 	}
-	h, now := hashToken(token), s.nowMS()
-	if id, ok := s.tokens.get(h, now); ok {
-		return id, nil
-	}
-	gen := s.tokens.generation()
-	id, err := s.st.Token(ctx, h)
+	id, err := s.st.Token(ctx, hashToken(token))
 	if errors.Is(err, model.ErrNotFound) {
 		return id, &model.Error{Kind: model.ErrUnauthorized, Message: "unknown or revoked token"}
 	}
-	if err != nil {
-		return id, err
-	}
-	s.tokens.put(h, id, now, gen)
-	return id, nil
+	return id, err
 }

@@ -15,3 +15,7 @@ func SetEventWait(s *Store, d time.Duration) {
 	s.events.wait = d
 	s.events.mu.Unlock()
 }
+
+// SetTokenClock replaces the clock of the store's token memory; call it
+// before the store is used.
+func SetTokenClock(s *Store, now func() time.Time) { s.tokens.Now = now }

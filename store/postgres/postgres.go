@@ -44,7 +44,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/internal/lookup"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -74,7 +76,19 @@ type Store struct {
 	events eventHorizon
 	// group batches concurrent Applys into shared transactions (group.go).
 	group *grouper
+	// tokens remembers the identities Token found, for tokenTTL: every
+	// request names its token, and the lookup was a round trip per
+	// request. Other nodes' writes cannot be heard here, so a token
+	// re-bound or deleted through another node (or by hand) keeps its old
+	// identity on this one for up to tokenTTL (docs/deploy.md says so).
+	// PutToken through this node forgets at once; unknown tokens are not
+	// remembered, so a new token works everywhere at once and guessing
+	// cannot fill the memory.
+	tokens lookup.Cache[model.Identity]
 }
+
+// tokenTTL is how long a node remembers a token's identity.
+const tokenTTL = 5 * time.Second
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // DSN; pgxpool's pool_* parameters are honoured), applies pending
@@ -97,7 +111,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: current schema: %w", err)
 	}
-	s := &Store{pool: pool, log: log, channel: channelFor(schema), events: eventHorizon{wait: eventWait}}
+	s := &Store{pool: pool, log: log, channel: channelFor(schema), events: eventHorizon{wait: eventWait},
+		tokens: lookup.Cache[model.Identity]{TTL: tokenTTL}}
 	s.group = newGrouper(s, groupWriters(pool.Config().MaxConns))
 	return s, nil
 }

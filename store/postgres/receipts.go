@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store/internal/lookup"
 	"github.com/msgcenter/msgcenter/store"
 )
 
@@ -114,6 +115,7 @@ func (s *Store) ListConversations(ctx context.Context, owner string, limit int) 
 
 // PutToken binds a token hash to an identity, replacing any earlier binding.
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
+	defer s.tokens.Forget(hash)
 	_, err := s.pool.Exec(ctx, `INSERT INTO tokens (hash, did, role, created_at_ms) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (hash) DO UPDATE SET did = excluded.did, role = excluded.role,
 			created_at_ms = excluded.created_at_ms`, hash, id.DID, string(id.Role), nowMS)
@@ -123,8 +125,13 @@ func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, no
 	return nil
 }
 
-// Token returns the identity a token hash is bound to.
+// Token returns the identity a token hash is bound to, remembered for
+// tokenTTL (see Store.tokens).
 func (s *Store) Token(ctx context.Context, hash string) (model.Identity, error) {
+	return lookup.Remember(&s.tokens, hash, func() (model.Identity, error) { return s.token(ctx, hash) })
+}
+
+func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) {
 	var id model.Identity
 	var role string
 	err := s.pool.QueryRow(ctx, "SELECT did, role FROM tokens WHERE hash = $1", hash).Scan(&id.DID, &role)

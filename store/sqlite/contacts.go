@@ -8,13 +8,14 @@ import (
 	"slices"
 
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store/internal/lookup"
 )
 
 // SetGroupSubscribers replaces a group's subscriber set. The group row is
 // written even for an empty set: a group with no subscribers is still a
 // group, not a plain DID.
 func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, nowMS int64) error {
-	defer s.lk.groups.forget(group)
+	defer s.lk.groups.Forget(group)
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (group_did, updated_at_ms) VALUES (?, ?)
 			ON CONFLICT (group_did) DO UPDATE SET updated_at_ms = excluded.updated_at_ms`, group, nowMS); err != nil {
@@ -86,7 +87,7 @@ func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, 
 
 // IsGroup reports whether did is a group.
 func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
-	return remember(&s.lk.groups, did, func() (bool, error) {
+	return lookup.Remember(&s.lk.groups, did, func() (bool, error) {
 		return s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = ?)", did)
 	})
 }
@@ -100,7 +101,7 @@ func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, erro
 // SetBlock makes owner block (on) or unblock blocked. Blocking twice keeps
 // the first time.
 func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error {
-	defer s.lk.blocked.forget(blockKey(owner, blocked))
+	defer s.lk.blocked.Forget(blockKey(owner, blocked))
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if on {
@@ -123,7 +124,7 @@ func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (
 	for i, o := range owners {
 		keys[i] = blockKey(o, sender)
 	}
-	known, missing, gen := s.lk.blocked.getMany(keys)
+	known, missing, gen := s.lk.blocked.GetMany(keys)
 	out := map[string]bool{}
 	for i, o := range owners {
 		if known[i] {
@@ -142,7 +143,7 @@ func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (
 		return nil, err
 	}
 	for j, i := range missing {
-		s.lk.blocked.put(gen, keys[i], found[ask[j]])
+		s.lk.blocked.Put(gen, keys[i], found[ask[j]])
 		if found[ask[j]] {
 			out[ask[j]] = true
 		}
@@ -180,7 +181,7 @@ func (s *Store) blockedBy(ctx context.Context, sender string, owners []string) (
 
 // SetRoutes replaces did's routes; their order is kept.
 func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error {
-	defer s.lk.routes.forget(did)
+	defer s.lk.routes.Forget(did)
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM routes WHERE did = ?", did); err != nil {
 			return fmt.Errorf("sqlite: set routes: %w", err)
@@ -200,7 +201,7 @@ func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.Contac
 
 // Routes returns did's routes in the order they were set.
 func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
-	v, err := remember(&s.lk.routes, did, func() ([]model.ContactRoute, error) { return s.routes(ctx, did) })
+	v, err := lookup.Remember(&s.lk.routes, did, func() ([]model.ContactRoute, error) { return s.routes(ctx, did) })
 	return slices.Clone(v), err // the caller's copy: it must not reach the cache
 }
 

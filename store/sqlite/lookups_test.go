@@ -10,39 +10,6 @@ import (
 	"github.com/msgcenter/msgcenter/model"
 )
 
-// A fill that read the database before a write committed must not put the
-// old answer back after the write forgot the key.
-func TestLookupFillAfterForgetIsDropped(t *testing.T) {
-	t.Parallel()
-	var l lookup[bool]
-	_, gen, ok := l.get("k")
-	if ok {
-		t.Fatal("empty lookup had k")
-	}
-	l.forget("k") // the write commits while the reader is in the database
-	l.put(gen, "k", false)
-	if _, _, ok := l.get("k"); ok {
-		t.Fatal("a fill older than the forget was kept")
-	}
-	_, gen, _ = l.get("k")
-	l.put(gen, "k", true)
-	if v, _, ok := l.get("k"); !ok || !v {
-		t.Fatalf("current fill: got %v, %v; want true, true", v, ok)
-	}
-}
-
-func TestLookupBounded(t *testing.T) {
-	t.Parallel()
-	var l lookup[int]
-	for i := range lookupMax + 10 {
-		_, gen, _ := l.get("")
-		l.put(gen, fmt.Sprint(i), i)
-	}
-	if n := len(l.m); n > lookupMax {
-		t.Fatalf("lookup holds %d entries, bound is %d", n, lookupMax)
-	}
-}
-
 // Every write that changes a cached answer is seen by the next read, also
 // while other goroutines keep filling the caches.
 func TestLookupsFollowWrites(t *testing.T) {

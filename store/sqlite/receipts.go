@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store/internal/lookup"
 	"github.com/msgcenter/msgcenter/store"
 )
 
@@ -143,7 +144,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]model.Ev
 
 // PutToken binds a token hash to an identity, replacing any earlier binding.
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
-	defer s.lk.tokens.forget(hash)
+	defer s.lk.tokens.Forget(hash)
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (hash, did, role, created_at_ms) VALUES (?, ?, ?, ?)
 			ON CONFLICT (hash) DO UPDATE SET did = excluded.did, role = excluded.role,
@@ -157,7 +158,7 @@ func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, no
 
 // Token returns the identity a token hash is bound to.
 func (s *Store) Token(ctx context.Context, hash string) (model.Identity, error) {
-	return remember(&s.lk.tokens, hash, func() (model.Identity, error) { return s.token(ctx, hash) })
+	return lookup.Remember(&s.lk.tokens, hash, func() (model.Identity, error) { return s.token(ctx, hash) })
 }
 
 func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) {

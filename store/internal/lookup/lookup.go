@@ -1,0 +1,133 @@
+// Package lookup is the stores' memory of small answers that every request
+// or send asks for and that almost never change: a token's identity,
+// whether a DID is a group, a DID's routes, who blocks whom.
+//
+// A fill races with an invalidation: a read that began before a write
+// committed may finish after the write forgot the key, and must not put
+// the old answer back. Each lookup therefore carries a generation that
+// Forget bumps; Put stores only if the generation the reader started with
+// is still current.
+//
+// A store that is its database's only writer (SQLite) forgets in its
+// writes and keeps answers until then; one that shares its database with
+// other nodes (PostgreSQL) cannot hear their writes, so it keeps answers
+// for a TTL only.
+package lookup
+
+import (
+	"sync"
+	"time"
+)
+
+// Max bounds each cache's entries. Reaching it clears the cache: simpler
+// than an LRU, and the working set of a server (its tokens, its groups,
+// the DIDs it routes) is far smaller.
+const Max = 1 << 16
+
+// Cache is one kind of answer, by key. The zero value keeps answers until
+// they are forgotten.
+type Cache[V any] struct {
+	// TTL, when set, is how long an answer is kept. Ages are taken from
+	// Go's monotonic clock, so a step of the wall clock cannot stretch
+	// them.
+	TTL time.Duration
+	// Now replaces time.Now (tests).
+	Now func() time.Time
+
+	mu  sync.Mutex
+	gen uint64
+	m   map[string]entry[V]
+}
+
+type entry[V any] struct {
+	v  V
+	at time.Time
+}
+
+func (c *Cache[V]) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// fresh reports whether e may still be used; c.mu is held.
+func (c *Cache[V]) fresh(e entry[V], now time.Time) bool {
+	if c.TTL <= 0 {
+		return true
+	}
+	age := now.Sub(e.at)
+	return age >= 0 && age < c.TTL
+}
+
+// Get returns the cached value of k, and the generation to pass to Put
+// after a miss.
+func (c *Cache[V]) Get(k string) (v V, gen uint64, ok bool) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if ok && !c.fresh(e, now) {
+		return v, c.gen, false
+	}
+	return e.v, c.gen, ok
+}
+
+// GetMany is Get for several keys under one lock (a group fan-out asks
+// about thousands): vals[i] is the answer for keys[i], missing lists the
+// indexes it has none for.
+func (c *Cache[V]) GetMany(keys []string) (vals []V, missing []int, gen uint64) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vals = make([]V, len(keys))
+	for i, k := range keys {
+		e, ok := c.m[k]
+		if !ok || !c.fresh(e, now) {
+			missing = append(missing, i)
+			continue
+		}
+		vals[i] = e.v
+	}
+	return vals, missing, c.gen
+}
+
+// Put caches v under k unless a Forget happened since gen was read.
+func (c *Cache[V]) Put(gen uint64, k string, v V) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if c.m == nil || len(c.m) >= Max {
+		c.m = make(map[string]entry[V])
+	}
+	c.m[k] = entry[V]{v: v, at: now}
+}
+
+// Forget drops keys and fails every fill that started before it. Writers
+// call it after their transaction, committed or not (a failed write may
+// still have been committed by a retried group).
+func (c *Cache[V]) Forget(keys ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for _, k := range keys {
+		delete(c.m, k)
+	}
+}
+
+// Remember returns c's answer for k, or else fill's, which it keeps. An
+// error (not found included) is not kept.
+func Remember[V any](c *Cache[V], k string, fill func() (V, error)) (V, error) {
+	v, gen, ok := c.Get(k)
+	if ok {
+		return v, nil
+	}
+	v, err := fill()
+	if err == nil {
+		c.Put(gen, k, v)
+	}
+	return v, err
+}
