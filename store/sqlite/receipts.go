@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/msgcenter/msgcenter/model"
-	"github.com/msgcenter/msgcenter/store/internal/lookup"
 	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/internal/lookup"
 )
 
 const receiptCols = "msg_id, iss, reader, group_id, at_ms, status, reason"
