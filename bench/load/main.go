@@ -46,7 +46,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "mixed: how long to offer load")
 	flag.StringVar(&o.groups, "groups", "1000,10000", "group: comma list of group sizes")
 	flag.IntVar(&o.groupSends, "group-sends", 20, "group: messages per group size")
-	flag.IntVar(&o.pid, "pid", 0, "msgcenter server's process id: report its peak RSS per phase (0: not reported)")
+	flag.IntVar(&o.pid, "pid", 0, "msgcenter server's process id: report its peak RSS and CPU time per phase (0: not reported)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write msgload's own CPU profile here: the load generator shares the machine with the server")
 	flag.Parse()
 	if cfg.MsgcenterToken == "" {
@@ -151,23 +151,33 @@ func runTarget(ctx context.Context, t Target, cfg Config, o opts, phases []strin
 		go rss.run(rctx)
 	}
 	var out []result
-	add := func(r result) {
+	// run runs one phase; with -pid its note has the server's peak RSS
+	// and the CPU it used.
+	run := func(phase func() result) {
+		var cpu0 time.Duration
 		if rss != nil {
-			r.note = rss.takePeak()
+			cpu0, _ = cpuTime(o.pid)
+		}
+		r := phase()
+		if rss != nil {
+			note := rss.takePeak()
+			if r.skipped == "" {
+				r.note = strings.TrimSpace(note + " " + cpuNote(o.pid, cpu0, r.n))
+			}
 		}
 		out = append(out, r)
 	}
 	for _, p := range phases {
 		switch p {
 		case "enqueue":
-			add(enqueue(ctx, t, cfg, o.n))
+			run(func() result { return enqueue(ctx, t, cfg, o.n) })
 		case "claim":
-			add(claim(ctx, t, cfg, o.n))
+			run(func() result { return claim(ctx, t, cfg, o.n) })
 		case "mixed":
-			add(mixed(ctx, t, cfg, o.rate, o.duration))
+			run(func() result { return mixed(ctx, t, cfg, o.rate, o.duration) })
 		case "group":
 			for _, g := range groups {
-				add(group(ctx, t, cfg, g, o.groupSends))
+				run(func() result { return group(ctx, t, cfg, g, o.groupSends) })
 			}
 		}
 	}
