@@ -44,8 +44,13 @@ type entry[V any] struct {
 	at time.Time
 }
 
+// now is the time an answer's age is measured against; without a TTL no
+// age is kept, and the clock is not read on the hot path.
 func (c *Cache[V]) now() time.Time {
-	if c.Now != nil {
+	switch {
+	case c.TTL <= 0:
+		return time.Time{}
+	case c.Now != nil:
 		return c.Now()
 	}
 	return time.Now()
