@@ -19,8 +19,8 @@ import (
 // woken by the write that makes a record claimable, not by a sleep loop.
 // It returns nil, nil when there is nothing by the deadline.
 func (s *Service) Next(ctx context.Context, who model.Identity, owner string, box model.BoxKind, req *wire.NextRequest) (*wire.RecordWithMsg, error) {
-	lock := req.LockOnTake == nil || *req.LockOnTake
-	withObj := req.WithObject == nil || *req.WithObject
+	lock := orTrue(req.LockOnTake)
+	withObj := orTrue(req.WithObject)
 	if lock {
 		if err := canAct(who, owner); err != nil {
 			return nil, err
@@ -296,3 +296,7 @@ func (s *Service) GetMessage(ctx context.Context, who model.Identity, msgID stri
 	}
 	return body, nil
 }
+
+// orTrue reads a request's optional flag whose default is true
+// (lock_on_take, with_object).
+func orTrue(b *bool) bool { return b == nil || *b }

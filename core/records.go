@@ -94,7 +94,7 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if to == model.Dead {
 		s.cfg.Metrics.Dead(rec.BoxKind)
 	}
-	return s.withMsg(ctx, out, req.WithObject == nil || *req.WithObject)
+	return s.withMsg(ctx, out, orTrue(req.WithObject))
 }
 
 // ReportDelivery is report_delivery: the holder of a claimed record says
@@ -133,7 +133,7 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 	if err != nil {
 		return nil, err
 	}
-	return s.withMsg(ctx, out, req.WithObject == nil || *req.WithObject)
+	return s.withMsg(ctx, out, orTrue(req.WithObject))
 }
 
 // backoff is the retry delay after the n-th failed attempt: base·2^(n-1),
