@@ -62,7 +62,6 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 		{"GET", "/v1/admin/retention", "/v1/admin/retention", nil},
 		{"POST", "/v1/admin/retention/run", "/v1/admin/retention/run", nil},
 		{"GET", "/debug/pprof/{profile}", "/debug/pprof/heap", nil},
-		{"GET", "/v1/rpc", "/v1/rpc", nil},
 	}
 }
 
@@ -128,8 +127,8 @@ func TestHTTPUnauthorized(t *testing.T) {
 
 	t.Run("the same calls as admin succeed", func(t *testing.T) {
 		for _, c := range calls {
-			if strings.HasSuffix(c.pattern, "/stream") || c.pattern == "/v1/rpc" {
-				continue // a stream does not end: see http_stream_test.go and http_rpc_test.go
+			if strings.HasSuffix(c.pattern, "/stream") {
+				continue // a stream does not end: see http_stream_test.go
 			}
 			if r := e.do(t, c.method, c.path, e.admin, c.body); r.status != 200 && r.status != 201 && r.status != 204 && r.status != 409 {
 				t.Errorf("%s %s as admin: %s", c.method, c.path, r)

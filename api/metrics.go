@@ -63,13 +63,13 @@ func NewMetrics() *Metrics {
 			Help: "HTTP request latency by route and status.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)},
 			[]string{"route", "code"}),
 		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgcenter_stream_connections",
-			Help: "Open streams on this node by kind (box, events, rpc)."}, []string{"kind"}),
+			Help: "Open streams on this node by kind (box, events)."}, []string{"kind"}),
 		ownersOnline: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgcenter_stream_owners_online",
 			Help: "DIDs holding at least one open stream on this node."}),
 		streamsSlow: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_stream_slow_disconnects_total",
 			Help: "Streams cut off because the client did not read in time."}, []string{"kind"}),
 	}
-	for _, k := range []string{streamKindBox, streamKindEvents, streamKindRPC} {
+	for _, k := range []string{streamKindBox, streamKindEvents} {
 		m.streams.WithLabelValues(k)
 	}
 	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.purged, m.purgedMs, m.sched, m.requests,

@@ -44,9 +44,6 @@ type API struct {
 	heartbeat    time.Duration
 	writeTimeout time.Duration
 	streams      *streamRegistry
-	// streamPatterns are the stream routes' mux patterns, which the RPC
-	// socket does not serve.
-	streamPatterns map[string]bool
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -88,12 +85,8 @@ func New(svc *core.Service, opts Options) *API {
 	if a.maxBody <= 0 {
 		a.maxBody = int64(svc.Config().MaxMessageBytes) + 64<<10
 	}
-	a.streamPatterns = map[string]bool{}
 	for _, rt := range a.routes() {
 		a.mux.Handle(rt.Method+" "+rt.Pattern, a.wrap(rt))
-		if rt.stream {
-			a.streamPatterns[rt.Method+" "+rt.Pattern] = true
-		}
 	}
 	return a
 }
@@ -177,7 +170,6 @@ func (a *API) routes() []route {
 		r("GET", "/v1/owners/{owner}/presence", a.presence),
 		r("GET", "/v1/events", a.events),
 		stream("/v1/events/stream", a.eventStream),
-		stream("/v1/rpc", a.rpc),
 		r("POST", "/v1/consumers", a.createConsumer),
 		r("GET", "/v1/consumers", a.listConsumers),
 		r("GET", "/v1/consumers/{owner}/{name}", a.getConsumer),
@@ -193,17 +185,14 @@ func (a *API) routes() []route {
 }
 
 // wrap authenticates (unless the route is public), times the request and
-// turns a returned error into the JSON error body. A request served over
-// an RPC socket carries the socket's identity instead of a token.
+// turns a returned error into the JSON error body.
 func (a *API) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		var who model.Identity
 		var err error
-		if id, ok := r.Context().Value(rpcIdentity{}).(model.Identity); ok && !rt.public {
-			who = id
-		} else if !rt.public {
+		if !rt.public {
 			token := bearer(r)
 			if rt.stream {
 				var q string

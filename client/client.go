@@ -37,7 +37,6 @@ type Client struct {
 	base      string
 	token     string
 	http      *http.Client
-	calls     *http.Client // when set (WithRPC), the /v1 calls' transport; streams keep http
 	userAgent string
 }
 
@@ -119,11 +118,7 @@ func (c *Client) callAuth(ctx context.Context, method, path string, q url.Values
 	if auth && c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	hc := c.http
-	if c.calls != nil && strings.HasPrefix(path, "/v1/") {
-		hc = c.calls // the RPC socket serves the API, not /healthz or /metrics
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("msgcenter: %s %s: %w", method, path, err)
 	}

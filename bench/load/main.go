@@ -32,7 +32,6 @@ func main() {
 	var cfg Config
 	var o opts
 	flag.StringVar(&cfg.MsgcenterURL, "url", "http://127.0.0.1:7420", "msgcenter server URL")
-	flag.StringVar(&cfg.MsgcenterTransport, "transport", "http", "msgcenter: http (a request per call) or rpc (all calls over one /v1/rpc WebSocket)")
 	flag.StringVar(&cfg.MsgcenterToken, "token", "", "msgcenter admin token (default: read from -data/admin.token)")
 	flag.StringVar(&o.data, "data", "msgcenter-data", "the msgcenter server's --data directory, for admin.token")
 	flag.StringVar(&cfg.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS server with JetStream")

@@ -19,7 +19,6 @@ import (
 // lease, then the READED state change that acknowledges it.
 type msgcenterTarget struct {
 	c     *client.Client
-	rpc   *client.RPC // with -transport rpc
 	run   string
 	rcpt  string
 	mu    sync.Mutex
@@ -35,20 +34,7 @@ func (t *msgcenterTarget) Open(ctx context.Context, cfg Config) error {
 	conns := cfg.Producers + cfg.Consumers + 4
 	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext}
-	opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: tr})}
-	switch cfg.MsgcenterTransport {
-	case "", "http":
-	case "rpc":
-		r, err := client.DialRPC(ctx, cfg.MsgcenterURL, cfg.MsgcenterToken)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errSkip, err)
-		}
-		t.rpc = r
-		opts = append(opts, client.WithRPC(r))
-	default:
-		return fmt.Errorf("msgcenter: -transport %q: want http or rpc", cfg.MsgcenterTransport)
-	}
-	t.c = client.New(cfg.MsgcenterURL, cfg.MsgcenterToken, opts...)
+	t.c = client.New(cfg.MsgcenterURL, cfg.MsgcenterToken, client.WithHTTPClient(&http.Client{Transport: tr}))
 	t.run = cfg.Run
 	t.rcpt = "did:load:" + cfg.Run + ":rcpt"
 	t.group = make(map[int]string)
@@ -115,9 +101,4 @@ func (t *msgcenterTarget) SendGroup(ctx context.Context, g int, body []byte) err
 	return nil
 }
 
-func (t *msgcenterTarget) Close() error {
-	if t.rpc != nil {
-		return t.rpc.Close()
-	}
-	return nil
-}
+func (t *msgcenterTarget) Close() error { return nil }

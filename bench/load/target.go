@@ -24,10 +24,6 @@ type Config struct {
 	// MsgcenterURL, MsgcenterToken: the live msgcenter server.
 	MsgcenterURL   string
 	MsgcenterToken string
-	// MsgcenterTransport is "http" (one HTTP/1.1 request per call, a
-	// connection per worker) or "rpc" (every call over one /v1/rpc
-	// WebSocket, as every NATS worker shares one connection).
-	MsgcenterTransport string
 	// NATSURL is the NATS server with JetStream.
 	NATSURL string
 	// PostgresURL is the PostgreSQL database River uses.
