@@ -317,6 +317,12 @@ func (s *Store) BoxLastSeq(ctx context.Context, owner string, box model.BoxKind)
 // one may hold as a cursor.
 func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS int64) error {
 	box := string(model.ConsumerBox(name))
+	bodiesGone := false
+	defer func() {
+		if bodiesGone {
+			s.bodies.ForgetAll()
+		}
+	}()
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		// First, so a concurrent AdvanceConsumer waits on the row and then
 		// finds it gone, instead of adding records behind our delete.
@@ -340,6 +346,10 @@ func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS in
 		msgs, err := deleteOrphanBodies(ctx, tx, ids, noAgeLimit)
 		if err != nil {
 			return err
+		}
+		if msgs > 0 {
+			bodiesGone = true
+			s.bodies.ForgetAll() // and again after the commit (package bodies)
 		}
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO events (type, owner, box, at_ms, detail) VALUES ($1, $2, $3, $4, $5)`,

@@ -46,6 +46,7 @@ import (
 
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/internal/bodies"
 	"github.com/msgcenter/msgcenter/store/internal/lookup"
 )
 
@@ -85,6 +86,11 @@ type Store struct {
 	// remembered, so a new token works everywhere at once and guessing
 	// cannot fill the memory.
 	tokens lookup.Cache[model.Identity]
+	// bodies remembers the message bodies this node wrote or read: a
+	// claim's answer carries its body, and reading it back was a round
+	// trip per claim. Bodies never change under their ids, so there is
+	// nothing another node could make stale (package bodies).
+	bodies *bodies.Cache
 }
 
 // tokenTTL is how long a node remembers a token's identity.
@@ -112,7 +118,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: current schema: %w", err)
 	}
 	s := &Store{pool: pool, log: log, channel: channelFor(schema), events: eventHorizon{wait: eventWait},
-		tokens: lookup.Cache[model.Identity]{TTL: tokenTTL}}
+		tokens: lookup.Cache[model.Identity]{TTL: tokenTTL}, bodies: bodies.New(bodies.DefaultBytes)}
 	s.group = newGrouper(s, groupWriters(pool.Config().MaxConns))
 	return s, nil
 }

@@ -88,6 +88,11 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 		maxCut = max(maxCut, ms)
 	}
 	var res store.PurgeResult
+	defer func() {
+		if res.Messages > 0 {
+			s.bodies.ForgetAll() // and inside the transaction (package bodies)
+		}
+	}()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = store.PurgeResult{}
 		var gone goneRecords
@@ -121,6 +126,9 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 		var err error
 		if res.Messages, err = deleteOrphanBodies(ctx, tx, gone.msgIDs(), p.MessagesBeforeMS); err != nil {
 			return err
+		}
+		if res.Messages > 0 {
+			s.bodies.ForgetAll() // and again after the commit
 		}
 		if p.EventsBeforeMS > 0 {
 			tag, err := tx.Exec(ctx, sqlPurgeEvents, p.EventsBeforeMS, limit)

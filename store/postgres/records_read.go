@@ -226,7 +226,10 @@ func (s *Store) CountRecords(ctx context.Context) ([]store.BoxStateCount, error)
 
 // GetMessage returns a message's canonical JSON body, byte for byte.
 func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
-	var body []byte
+	body, gen, ok := s.bodies.Get(msgID)
+	if ok {
+		return body, nil
+	}
 	err := s.pool.QueryRow(ctx, "SELECT body FROM messages WHERE msg_id = $1", msgID).Scan(&body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, model.NotFound("message")
@@ -234,6 +237,7 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
 	if err != nil {
 		return nil, fail("get message "+msgID, err)
 	}
+	s.bodies.PutIfCurrent(gen, msgID, body)
 	return body, nil
 }
 
@@ -241,10 +245,23 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
 // one query whatever the number of ids (they travel as one array).
 func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(ids))
-	if len(ids) == 0 {
+	var missed []string
+	var gen uint64
+	for _, id := range ids {
+		b, g, ok := s.bodies.Get(id)
+		if ok {
+			out[id] = b
+		} else {
+			if missed == nil {
+				gen = g // the first miss's: older than any later
+			}
+			missed = append(missed, id)
+		}
+	}
+	if len(missed) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, "SELECT msg_id, body FROM messages WHERE msg_id = ANY($1::text[])", ids)
+	rows, err := s.pool.Query(ctx, "SELECT msg_id, body FROM messages WHERE msg_id = ANY($1::text[])", missed)
 	if err != nil {
 		return nil, fail("get messages", err)
 	}
@@ -256,6 +273,7 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 			return nil, fail("get messages", err)
 		}
 		out[id] = body
+		s.bodies.PutIfCurrent(gen, id, body)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fail("get messages", err)

@@ -56,10 +56,18 @@ const (
 // that arrive while another is being written share its successor's
 // transaction (group.go).
 func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, error) {
+	var res *store.ApplyResult
+	var err error
 	if s.group != nil {
-		return s.group.apply(ctx, p)
+		res, err = s.group.apply(ctx, p)
+	} else {
+		res, err = s.applyAlone(ctx, p)
 	}
-	return s.applyAlone(ctx, p)
+	if err == nil && len(p.MsgBody) > 0 && len(res.Created) > 0 {
+		// Its readers (claims, streams, syncs) usually come right after.
+		s.bodies.Put(p.MsgID, p.MsgBody)
+	}
+	return res, err
 }
 
 // applyAlone writes one plan in a transaction of its own: its box locks

@@ -183,7 +183,7 @@ func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS in
 	bodiesGone := false
 	defer func() {
 		if bodiesGone {
-			s.bodies.forgetAll()
+			s.bodies.ForgetAll()
 		}
 	}()
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -205,7 +205,7 @@ func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS in
 		}
 		if msgs > 0 {
 			bodiesGone = true
-			s.bodies.forgetAll() // and again after the commit (bodies.go)
+			s.bodies.ForgetAll() // and again after the commit (package bodies)
 		}
 		detail := fmt.Sprintf(`{"records":%d,"messages":%d}`, len(gone), msgs)
 		return s.consumerEvent(ctx, tx, model.EventConsumerDeleted, owner, name, nowMS, detail)

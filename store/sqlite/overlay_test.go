@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/internal/bodies"
 )
 
 // TestAckReadsNeedNoCommit: after a logged claim, the ack's read of the
@@ -75,7 +76,7 @@ func TestAckReadsNeedNoCommit(t *testing.T) {
 func TestBodyReadsNeedNoCommit(t *testing.T) {
 	ctx := context.Background()
 	s := openPath(t, tempDB(t), Options{})
-	s.bodies = newBodyCache(0) // caches nothing: every read misses it
+	s.bodies = bodies.New(0) // caches nothing: every read misses it
 	committed := sendPlan(1, "did:a", []string{"did:b"}, 1)
 	if _, err := s.Apply(ctx, committed); err != nil {
 		t.Fatal(err)

@@ -164,7 +164,7 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 	var res store.PurgeResult
 	defer func() {
 		if res.Messages > 0 {
-			s.bodies.forgetAll()
+			s.bodies.ForgetAll()
 		}
 	}()
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -197,7 +197,7 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			return err
 		}
 		if res.Messages > 0 {
-			s.bodies.forgetAll() // and again after the commit (bodies.go)
+			s.bodies.ForgetAll() // and again after the commit (package bodies)
 		}
 		if p.EventsBeforeMS > 0 {
 			// Only among the oldest ids: events are appended in time order,

@@ -293,7 +293,7 @@ func (s *Store) CountRecords(ctx context.Context) ([]store.BoxStateCount, error)
 // GetMessage returns a message's canonical JSON body. The caller must not
 // modify it: it may be shared with the body cache.
 func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
-	body, gen, ok := s.bodies.get(msgID)
+	body, gen, ok := s.bodies.Get(msgID)
 	if ok {
 		return body, nil
 	}
@@ -312,7 +312,7 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get message %s: %w", msgID, err)
 	}
-	s.bodies.putIfCurrent(gen, msgID, body)
+	s.bodies.PutIfCurrent(gen, msgID, body)
 	return body, nil
 }
 
@@ -324,7 +324,7 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 	var missing []string
 	var gen uint64
 	for i, id := range ids {
-		b, g, ok := s.bodies.get(id)
+		b, g, ok := s.bodies.Get(id)
 		if i == 0 {
 			gen = g
 		}
@@ -370,7 +370,7 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 			return nil, fmt.Errorf("sqlite: get messages: %w", err)
 		}
 		out[id] = body
-		s.bodies.putIfCurrent(gen, id, body)
+		s.bodies.PutIfCurrent(gen, id, body)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: get messages: %w", err)

@@ -27,7 +27,7 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 	}
 	if len(p.MsgBody) > 0 && len(res.Created) > 0 {
 		// Its readers (claims, streams, syncs) usually come right after.
-		s.bodies.put(p.MsgID, p.MsgBody)
+		s.bodies.Put(p.MsgID, p.MsgBody)
 	}
 	return res, nil
 }

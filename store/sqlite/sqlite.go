@@ -37,6 +37,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/internal/bodies"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -89,7 +90,7 @@ type Store struct {
 
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
 	lk     lookups  // in-memory answers to the hot lookups (lookups.go)
-	bodies *bodyCache
+	bodies *bodies.Cache
 
 	ck     *sql.DB       // the checkpointer's own connection
 	ckKick chan struct{} // the writer asks for a checkpoint
@@ -178,7 +179,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		gl = gatherLinger
 	}
 	s := &Store{w: w, log: log, linger: linger, gatherLinger: gl, reqs: make(chan *writeReq), quit: make(chan struct{}),
-		loopDone: make(chan struct{}), bodies: newBodyCache(bodyCacheBytes), ckKick: make(chan struct{}, 1),
+		loopDone: make(chan struct{}), bodies: bodies.New(bodies.DefaultBytes), ckKick: make(chan struct{}, 1),
 		ckRestart: make(chan struct{}, 1), barrier: make(chan chan error)}
 	go s.writeLoop()
 	opened := false

@@ -461,6 +461,10 @@ func testConsumerDelete(t *testing.T, s store.Store) {
 	mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "gone", ToSourceSeq: 3, Records: goneRecs, NowMS: base + 10})
 	kept := consumerRec(bob, "keep", mShared, base+10)
 	mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: bob, Name: "keep", ToSourceSeq: 1, Records: []model.Record{kept}, NowMS: base + 10})
+	// Read once, so that a store remembering bodies holds it when it goes.
+	if _, err := s.GetMessage(ctx, mOnly); err != nil {
+		t.Fatalf("body of a consumer's record before the delete: %v", err)
+	}
 
 	requireNoError(t, s.DeleteConsumer(ctx, bob, "gone", base+20), "DeleteConsumer")
 	_, err := s.GetConsumer(ctx, bob, "gone")

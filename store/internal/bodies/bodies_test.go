@@ -1,4 +1,4 @@
-package sqlite
+package bodies
 
 import (
 	"bytes"
@@ -8,10 +8,10 @@ import (
 
 func TestBodyCacheStaysWithinBudget(t *testing.T) {
 	t.Parallel()
-	c := newBodyCache(64 << 10)
+	c := New(64 << 10)
 	body := bytes.Repeat([]byte("x"), 1024)
 	for i := range 1000 {
-		c.put(fmt.Sprint(i), body)
+		c.Put(fmt.Sprint(i), body)
 	}
 	total := 0
 	for _, m := range []map[string][]byte{c.cur, c.old} {
@@ -22,14 +22,14 @@ func TestBodyCacheStaysWithinBudget(t *testing.T) {
 	if total > c.limit {
 		t.Fatalf("cache holds %d bytes, budget %d", total, c.limit)
 	}
-	if _, _, ok := c.get("999"); !ok {
+	if _, _, ok := c.Get("999"); !ok {
 		t.Fatal("the newest body was dropped")
 	}
-	if _, _, ok := c.get("0"); ok {
+	if _, _, ok := c.Get("0"); ok {
 		t.Fatal("the oldest body survived 1000 puts into a 64-body budget")
 	}
-	c.put("huge", make([]byte, c.limit))
-	if _, _, ok := c.get("huge"); ok {
+	c.Put("huge", make([]byte, c.limit))
+	if _, _, ok := c.Get("huge"); ok {
 		t.Fatal("a body over an eighth of the budget was cached")
 	}
 }
@@ -38,12 +38,12 @@ func TestBodyCacheStaysWithinBudget(t *testing.T) {
 // read often survives turnover.
 func TestBodyCacheKeepsWhatIsRead(t *testing.T) {
 	t.Parallel()
-	c := newBodyCache(16 << 10)
+	c := New(16 << 10)
 	body := make([]byte, 1024)
-	c.put("hot", body)
+	c.Put("hot", body)
 	for i := range 100 {
-		c.put(fmt.Sprint(i), body)
-		if _, _, ok := c.get("hot"); !ok {
+		c.Put(fmt.Sprint(i), body)
+		if _, _, ok := c.Get("hot"); !ok {
 			t.Fatalf("a body read after every put was dropped at put %d", i)
 		}
 	}
@@ -51,11 +51,11 @@ func TestBodyCacheKeepsWhatIsRead(t *testing.T) {
 
 func TestBodyCacheFillAfterForgetIsDropped(t *testing.T) {
 	t.Parallel()
-	c := newBodyCache(1 << 20)
-	_, gen, _ := c.get("m")
-	c.forgetAll() // retention deleted bodies while the reader was in the database
-	c.putIfCurrent(gen, "m", []byte("old"))
-	if _, _, ok := c.get("m"); ok {
+	c := New(1 << 20)
+	_, gen, _ := c.Get("m")
+	c.ForgetAll() // retention deleted bodies while the reader was in the database
+	c.PutIfCurrent(gen, "m", []byte("old"))
+	if _, _, ok := c.Get("m"); ok {
 		t.Fatal("a body read before retention deleted it was cached after")
 	}
 }
