@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store/internal/lookup"
 )
 
 // SetGroupSubscribers replaces a group's subscriber set. The group row is
@@ -16,6 +17,7 @@ func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribe
 	if subscribers == nil {
 		subscribers = []string{}
 	}
+	defer s.contacts.forget()
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO groups (group_did, updated_at_ms) VALUES ($1, $2)
@@ -23,6 +25,7 @@ func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribe
 		b.Queue("DELETE FROM group_subscribers WHERE group_did = $1", group)
 		b.Queue(`INSERT INTO group_subscribers (group_did, subscriber)
 			SELECT $1, sub FROM unnest($2::text[]) AS u(sub) ON CONFLICT DO NOTHING`, group, subscribers)
+		b.Queue(sqlNotify, s.channel, []string{contactsPayload})
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fail("set group subscribers", err)
 		}
@@ -72,7 +75,13 @@ func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, 
 
 // IsGroup reports whether did is a group.
 func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
-	return s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = $1)", did)
+	fill := func() (bool, error) {
+		return s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = $1)", did)
+	}
+	if !s.contacts.remembering() {
+		return fill()
+	}
+	return lookup.Remember(&s.contacts.groups, did, fill)
 }
 
 // IsSubscriber reports whether did subscribes to group.
@@ -84,22 +93,35 @@ func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, erro
 // SetBlock makes owner block (on) or unblock blocked. Blocking twice keeps
 // the first time.
 func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error {
-	var err error
-	if on {
-		_, err = s.pool.Exec(ctx, `INSERT INTO blocks (owner, blocked, at_ms) VALUES ($1, $2, $3)
-			ON CONFLICT (owner, blocked) DO NOTHING`, owner, blocked, nowMS)
-	} else {
-		_, err = s.pool.Exec(ctx, "DELETE FROM blocks WHERE owner = $1 AND blocked = $2", owner, blocked)
-	}
-	if err != nil {
-		return fail("set block", err)
-	}
-	return nil
+	defer s.contacts.forget()
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		if on {
+			b.Queue(`INSERT INTO blocks (owner, blocked, at_ms) VALUES ($1, $2, $3)
+				ON CONFLICT (owner, blocked) DO NOTHING`, owner, blocked, nowMS)
+		} else {
+			b.Queue("DELETE FROM blocks WHERE owner = $1 AND blocked = $2", owner, blocked)
+		}
+		b.Queue(sqlNotify, s.channel, []string{contactsPayload})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fail("set block", err)
+		}
+		return nil
+	})
 }
 
 // BlockedBy returns which of owners block sender. The owners travel as one
 // array parameter, so a fan-out of any size is one query with a fixed text.
 func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error) {
+	if !s.contacts.remembering() {
+		return s.blockedBy(ctx, sender, owners)
+	}
+	return lookup.BlockedBy(&s.contacts.blocked, sender, owners, func(owners []string) (map[string]bool, error) {
+		return s.blockedBy(ctx, sender, owners)
+	})
+}
+
+func (s *Store) blockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	if len(owners) == 0 {
 		return out, nil
@@ -141,6 +163,7 @@ func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.Contac
 		tunnels[i], addrs[i], platforms[i] = r.TunnelDID, r.Address, r.Platform
 		chats[i], accounts[i], modes[i], prios[i] = r.ChatID, r.AccountID, r.Mode, int32(r.Priority)
 	}
+	defer s.contacts.forget()
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue("SELECT pg_advisory_xact_lock($1, hashtext($2))", int32(routesLockClass), did)
@@ -150,6 +173,7 @@ func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.Contac
 			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[])
 				WITH ORDINALITY AS u(tunnel, addr, platform, chat, account, mode, prio, ord)`,
 			did, tunnels, addrs, platforms, chats, accounts, modes, prios)
+		b.Queue(sqlNotify, s.channel, []string{contactsPayload})
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fail("set routes", err)
 		}
@@ -159,6 +183,13 @@ func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.Contac
 
 // Routes returns did's routes in the order they were set.
 func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
+	if !s.contacts.remembering() {
+		return s.routes(ctx, did)
+	}
+	return lookup.Remember(&s.contacts.routes, did, func() ([]model.ContactRoute, error) { return s.routes(ctx, did) })
+}
+
+func (s *Store) routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
 	rows, err := s.pool.Query(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
 		mode, priority FROM routes WHERE did = $1 ORDER BY idx`, did)
 	if err != nil {

@@ -79,6 +79,14 @@ func (s *Store) Listen(ctx context.Context, ready func(), fn func(store.Change))
 	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("postgres: listen: %w", err)
 	}
+	// Remember contacts only from now on, and only what is read from now
+	// on: changes made while no session was up were not heard.
+	s.contacts.forget()
+	s.contacts.listening.Add(1)
+	defer func() {
+		s.contacts.listening.Add(-1)
+		s.contacts.forget()
+	}()
 	if ready != nil {
 		ready()
 	}
@@ -90,8 +98,12 @@ func (s *Store) Listen(ctx context.Context, ready func(), fn func(store.Change))
 			}
 			return fmt.Errorf("postgres: wait for notification: %w", err)
 		}
-		if n.Payload == scheduledPayload {
+		switch n.Payload {
+		case scheduledPayload:
 			fn(store.Change{Scheduled: true})
+			continue
+		case contactsPayload:
+			s.contacts.forget()
 			continue
 		}
 		owner, box, ok := strings.Cut(n.Payload, payloadSep)

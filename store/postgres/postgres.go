@@ -91,6 +91,9 @@ type Store struct {
 	// trip per claim. Bodies never change under their ids, so there is
 	// nothing another node could make stale (package bodies).
 	bodies *bodies.Cache
+	// contacts remembers groups, routes and blocks while this node hears
+	// other nodes' changes to them (lookups.go).
+	contacts contacts
 }
 
 // tokenTTL is how long a node remembers a token's identity.

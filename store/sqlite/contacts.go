@@ -101,7 +101,7 @@ func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, erro
 // SetBlock makes owner block (on) or unblock blocked. Blocking twice keeps
 // the first time.
 func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error {
-	defer s.lk.blocked.Forget(blockKey(owner, blocked))
+	defer s.lk.blocked.Forget(lookup.BlockKey(owner, blocked))
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if on {
@@ -120,35 +120,9 @@ func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, no
 // BlockedBy returns which of owners block sender, asking the database only
 // about the owners it has no answer for in memory.
 func (s *Store) BlockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error) {
-	keys := make([]string, len(owners))
-	for i, o := range owners {
-		keys[i] = blockKey(o, sender)
-	}
-	known, missing, gen := s.lk.blocked.GetMany(keys)
-	out := map[string]bool{}
-	for i, o := range owners {
-		if known[i] {
-			out[o] = true
-		}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	ask := make([]string, len(missing))
-	for j, i := range missing {
-		ask[j] = owners[i]
-	}
-	found, err := s.blockedBy(ctx, sender, ask)
-	if err != nil {
-		return nil, err
-	}
-	for j, i := range missing {
-		s.lk.blocked.Put(gen, keys[i], found[ask[j]])
-		if found[ask[j]] {
-			out[ask[j]] = true
-		}
-	}
-	return out, nil
+	return lookup.BlockedBy(&s.lk.blocked, sender, owners, func(owners []string) (map[string]bool, error) {
+		return s.blockedBy(ctx, sender, owners)
+	})
 }
 
 // blockedBy is BlockedBy's query. The owners travel as one JSON array

@@ -21,6 +21,3 @@ type lookups struct {
 	routes  lookup.Cache[[]model.ContactRoute] // DID
 	blocked lookup.Cache[bool]                 // owner + "\x00" + sender
 }
-
-// blockKey is the key of "does owner block sender".
-func blockKey(owner, sender string) string { return owner + "\x00" + sender }

@@ -136,3 +136,49 @@ func Remember[V any](c *Cache[V], k string, fill func() (V, error)) (V, error) {
 	}
 	return v, err
 }
+
+// Clear forgets every answer and fails every fill that started before it.
+func (c *Cache[V]) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.m)
+}
+
+// BlockKey is the key of "does owner block sender" in a Cache[bool].
+func BlockKey(owner, sender string) string { return owner + "\x00" + sender }
+
+// BlockedBy answers which of owners block sender from c, asking ask only
+// about the owners c has no answer for, and remembering what it says
+// (a no as well as a yes).
+func BlockedBy(c *Cache[bool], sender string, owners []string, ask func(owners []string) (map[string]bool, error)) (map[string]bool, error) {
+	keys := make([]string, len(owners))
+	for i, o := range owners {
+		keys[i] = BlockKey(o, sender)
+	}
+	known, missing, gen := c.GetMany(keys)
+	out := map[string]bool{}
+	for i, o := range owners {
+		if known[i] {
+			out[o] = true
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	asked := make([]string, len(missing))
+	for j, i := range missing {
+		asked[j] = owners[i]
+	}
+	found, err := ask(asked)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range missing {
+		c.Put(gen, keys[i], found[asked[j]])
+		if found[asked[j]] {
+			out[asked[j]] = true
+		}
+	}
+	return out, nil
+}

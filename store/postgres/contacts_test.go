@@ -1,0 +1,138 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/postgres"
+)
+
+// Two nodes on one database remember groups, routes and blocks while they
+// listen: a change through the other node reaches them with its
+// notification, one through the node itself at once, and a node that is not
+// listening remembers nothing.
+func TestContactsAcrossNodes(t *testing.T) {
+	schema := newSchema(t)
+	a, b, c := openStore(t, schema), openStore(t, schema), openStore(t, schema)
+	ctx := t.Context()
+	stopA := listen(t, a)
+	// behind writes to the database as no node would: without a
+	// notification, so only a node that remembers misses it.
+	behind := func(q string) {
+		t.Helper()
+		if _, err := adminPool(t).Exec(ctx, "BEGIN; SET LOCAL search_path TO "+pgx.Identifier{schema}.Sanitize()+"; "+q+"; COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	isGroup := func(s *postgres.Store, did string) bool {
+		t.Helper()
+		g, err := s.IsGroup(ctx, did)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	blocks := func(s *postgres.Store, owner, sender string) bool {
+		t.Helper()
+		m, err := s.BlockedBy(ctx, sender, []string{owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m[owner]
+	}
+	routes := func(s *postgres.Store, did string) int {
+		t.Helper()
+		r, err := s.Routes(ctx, did)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r)
+	}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not seen within 5 s", what)
+			}
+		}
+	}
+
+	// a remembers what it read.
+	if isGroup(a, "did:g") || blocks(a, "did:o", "did:s") || routes(a, "did:r") != 0 {
+		t.Fatal("an empty database answered otherwise")
+	}
+	behind("INSERT INTO groups (group_did, updated_at_ms) VALUES ('did:g', 1)")
+	behind("INSERT INTO blocks (owner, blocked, at_ms) VALUES ('did:o', 'did:s', 1)")
+	behind("INSERT INTO routes (did, idx, tunnel_did) VALUES ('did:r', 0, 'did:tunnel')")
+	if isGroup(a, "did:g") || blocks(a, "did:o", "did:s") || routes(a, "did:r") != 0 {
+		t.Fatal("a listening node asked the database again: it remembers nothing")
+	}
+	// c does not listen: it always asks.
+	if !isGroup(c, "did:g") || !blocks(c, "did:o", "did:s") || routes(c, "did:r") != 1 {
+		t.Fatal("a node that is not listening answered from memory")
+	}
+
+	// A change through b reaches a with its notification, and a forgets
+	// everything it remembered.
+	if err := b.SetBlock(ctx, "did:o2", "did:s", true, 2); err != nil {
+		t.Fatal(err)
+	}
+	eventually("a block set through the other node", func() bool { return blocks(a, "did:o2", "did:s") })
+	if !isGroup(a, "did:g") || !blocks(a, "did:o", "did:s") || routes(a, "did:r") != 1 {
+		t.Fatal("a kept answers from before the notification")
+	}
+	if err := b.SetGroupSubscribers(ctx, "did:g2", []string{"did:m"}, 3); err != nil {
+		t.Fatal(err)
+	}
+	eventually("a group created through the other node", func() bool { return isGroup(a, "did:g2") })
+	if err := b.SetRoutes(ctx, "did:r", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually("routes removed through the other node", func() bool { return routes(a, "did:r") == 0 })
+
+	// Through a itself: seen at once, not when the notification comes.
+	if err := a.SetBlock(ctx, "did:o", "did:s", false, 4); err != nil {
+		t.Fatal(err)
+	}
+	if blocks(a, "did:o", "did:s") {
+		t.Fatal("an unblock through the node itself is not seen at once")
+	}
+	if err := a.SetRoutes(ctx, "did:r", []model.ContactRoute{{TunnelDID: "did:t2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if routes(a, "did:r") != 1 {
+		t.Fatal("routes set through the node itself are not seen at once")
+	}
+
+	// Once a stops listening it remembers nothing.
+	stopA()
+	behind("DELETE FROM groups WHERE group_did = 'did:g'")
+	if isGroup(a, "did:g") {
+		t.Fatal("a node that stopped listening answered from memory")
+	}
+}
+
+// listen runs s's Listen until the returned stop is called (or t ends), and
+// returns once the LISTEN is in effect.
+func listen(t *testing.T, s store.Notifier) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Listen(ctx, func() { close(ready) }, func(store.Change) {})
+	}()
+	select {
+	case <-ready:
+	case <-done:
+		t.Fatal("Listen ended before it was ready")
+	}
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}

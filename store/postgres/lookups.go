@@ -1,0 +1,44 @@
+package postgres
+
+import (
+	"sync/atomic"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store/internal/lookup"
+)
+
+// A node's memory of the lookups every send makes and that almost never
+// change: whether a DID is a group, a DID's routes, who blocks whom. They
+// were three round trips per send, outside the group transaction, and
+// without them a send went through in 25–30% less server CPU.
+//
+// The SQLite store keeps such answers until its own writes forget them;
+// a PostgreSQL node cannot see other nodes' writes, so it remembers only
+// while it hears about them. Every write of groups, routes or blocks
+// notifies contactsPayload on the schema's channel inside its transaction
+// (so the notification arrives once the write is visible), and each node
+// forgets all it remembers when one arrives, and when its own write ends.
+// While no Listen session is up (before the node's first one, and whenever
+// its LISTEN connection is lost) it remembers nothing and asks the database
+// every time. So a change made through another node reaches this node's
+// sends as soon as its notification does.
+type contacts struct {
+	listening atomic.Int32                       // Listen sessions up
+	groups    lookup.Cache[bool]                 // DID: is it a group
+	routes    lookup.Cache[[]model.ContactRoute] // DID
+	blocked   lookup.Cache[bool]                 // lookup.BlockKey(owner, sender)
+}
+
+// contactsPayload is the notification of a change to groups, routes or
+// blocks.
+const contactsPayload = "\x1fcontacts"
+
+// remembering reports whether answers may be kept and used now.
+func (c *contacts) remembering() bool { return c.listening.Load() > 0 }
+
+// forget drops every answer, and every fill under way.
+func (c *contacts) forget() {
+	c.groups.Clear()
+	c.routes.Clear()
+	c.blocked.Clear()
+}
