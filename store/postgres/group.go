@@ -117,6 +117,12 @@ func (g *grouper) run(batch []*applyReq) {
 		}
 		live = append(live, r)
 	}
+	if g.s.applyAtOnce(live) {
+		for _, r := range live {
+			close(r.done)
+		}
+		return
+	}
 	if len(live) > 1 {
 		err := g.s.applyGroup(live)
 		if err == nil {
@@ -131,6 +137,82 @@ func (g *grouper) run(batch []*applyReq) {
 		r.res, r.err = g.s.applyAlone(r.ctx, r.plan)
 		close(r.done)
 	}
+}
+
+// applyAtOnce writes plans in a single round trip when none of them can
+// fail but by a statement the server rejects: with no idempotency key to
+// check against another message and no scheduled entry to consume, which
+// is what nearly every send is. BEGIN, the box locks, every plan and
+// COMMIT go in one batch. A rejected statement aborts the transaction and
+// the server skips the rest of the batch, COMMIT included, so on any error
+// nothing was written (or, if the connection broke during the COMMIT, it
+// may have been, which the plans' idempotent records absorb as for any
+// write retried after a lost answer): applyAtOnce rolls back and returns
+// false, and the caller writes the plans the careful way, with savepoints
+// (applyGroup) or alone. It sets each request's result only on success.
+func (s *Store) applyAtOnce(reqs []*applyReq) bool {
+	if len(reqs) == 0 {
+		return false
+	}
+	for _, r := range reqs {
+		if r.plan.Idem != nil || r.plan.ConsumeSchedule != 0 {
+			return false
+		}
+	}
+	ctx := context.Background() // as in applyGroup
+	queued := make([]*queuedPlan, len(reqs))
+	var all []model.Record
+	for i, r := range reqs {
+		q, err := s.queuePlan(r.plan)
+		if err != nil {
+			return false // the careful way reports it
+		}
+		queued[i] = q
+		all = append(all, q.recs...)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	locks := lockBoxes(b, all)
+	for _, q := range queued {
+		q.queueInto(b)
+	}
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	res := make([]*store.ApplyResult, len(reqs))
+	ok := func() bool {
+		if _, err := br.Exec(); err != nil {
+			return false
+		}
+		if readLocks(br, locks) != nil {
+			return false
+		}
+		for i, q := range queued {
+			if res[i], _, err = q.read(br); err != nil {
+				return false
+			}
+		}
+		tag, err := br.Exec()
+		return err == nil && tag.String() == "COMMIT"
+	}()
+	if err := br.Close(); err != nil || !ok {
+		// The transaction is aborted (or never began); end it, so that
+		// the pool keeps the connection instead of closing it for being
+		// in a transaction. A broken connection fails here too, and the
+		// pool drops it.
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+			s.log.Debug("postgres: rollback after a failed one-trip group", "err", err)
+		}
+		return false
+	}
+	for i, r := range reqs {
+		r.res, r.err = res[i], nil
+	}
+	return true
 }
 
 // applyGroup writes plans in one transaction, setting each request's own
