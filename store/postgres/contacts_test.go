@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +118,35 @@ func TestContactsAcrossNodes(t *testing.T) {
 	behind("DELETE FROM groups WHERE group_did = 'did:g'")
 	if isGroup(a, "did:g") {
 		t.Fatal("a node that stopped listening answered from memory")
+	}
+}
+
+// An edit by hand notifies no one: a listening node sees it once its
+// answer is 5 s old.
+func TestContactsExpire(t *testing.T) {
+	schema := newSchema(t)
+	a := openStore(t, schema)
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	postgres.SetContactsClock(a, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	listen(t, a)
+	ctx := t.Context()
+	if g, err := a.IsGroup(ctx, "did:g"); err != nil || g {
+		t.Fatalf("IsGroup on an empty database: %v, %v", g, err)
+	}
+	if _, err := adminPool(t).Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "groups"}.Sanitize()+
+		" (group_did, updated_at_ms) VALUES ('did:g', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		after time.Duration
+		want  bool
+	}{{4 * time.Second, false}, {time.Second, true}} {
+		advance(c.after)
+		if g, err := a.IsGroup(ctx, "did:g"); err != nil || g != c.want {
+			t.Fatalf("IsGroup after %s more: %v, %v; want %v", c.after, g, err, c.want)
+		}
 	}
 }
 

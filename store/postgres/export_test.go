@@ -19,3 +19,7 @@ func SetEventWait(s *Store, d time.Duration) {
 // SetTokenClock replaces the clock of the store's token memory; call it
 // before the store is used.
 func SetTokenClock(s *Store, now func() time.Time) { s.tokens.Now = now }
+
+// SetContactsClock replaces the clock of the store's memory of groups,
+// routes and blocks; call it before the store is used.
+func SetContactsClock(s *Store, now func() time.Time) { s.contacts.setClock(now) }

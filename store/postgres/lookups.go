@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store/internal/lookup"
@@ -21,12 +22,23 @@ import (
 // While no Listen session is up (before the node's first one, and whenever
 // its LISTEN connection is lost) it remembers nothing and asks the database
 // every time. So a change made through another node reaches this node's
-// sends as soon as its notification does.
+// sends as soon as its notification does. An answer is also kept for
+// contactsTTL at most, so that an edit made by hand in the database, which
+// notifies no one, is seen within that time too.
 type contacts struct {
 	listening atomic.Int32                       // Listen sessions up
 	groups    lookup.Cache[bool]                 // DID: is it a group
 	routes    lookup.Cache[[]model.ContactRoute] // DID
 	blocked   lookup.Cache[bool]                 // lookup.BlockKey(owner, sender)
+}
+
+// contactsTTL bounds how long an answer is kept, notification or not.
+const contactsTTL = 5 * time.Second
+
+// setClock sets the caches' TTL and clock (nil: time.Now).
+func (c *contacts) setClock(now func() time.Time) {
+	c.groups.TTL, c.routes.TTL, c.blocked.TTL = contactsTTL, contactsTTL, contactsTTL
+	c.groups.Now, c.routes.Now, c.blocked.Now = now, now, now
 }
 
 // contactsPayload is the notification of a change to groups, routes or

@@ -122,6 +122,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, log: log, channel: channelFor(schema), events: eventHorizon{wait: eventWait},
 		tokens: lookup.Cache[model.Identity]{TTL: tokenTTL}, bodies: bodies.New(bodies.DefaultBytes)}
+	s.contacts.setClock(nil)
 	s.group = newGrouper(s, groupWriters(pool.Config().MaxConns))
 	return s, nil
 }
