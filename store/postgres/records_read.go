@@ -244,20 +244,7 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
 // GetMessages returns the bodies of the messages among ids that exist, in
 // one query whatever the number of ids (they travel as one array).
 func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(ids))
-	var missed []string
-	var gen uint64
-	for _, id := range ids {
-		b, g, ok := s.bodies.Get(id)
-		if ok {
-			out[id] = b
-		} else {
-			if missed == nil {
-				gen = g // the first miss's: older than any later
-			}
-			missed = append(missed, id)
-		}
-	}
+	out, missed, gen := s.bodies.GetMany(ids)
 	if len(missed) == 0 {
 		return out, nil
 	}

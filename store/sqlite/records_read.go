@@ -320,20 +320,7 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) ([]byte, error) {
 // reading from the database only those the body cache does not hold. The
 // caller must not modify them.
 func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(ids))
-	var missing []string
-	var gen uint64
-	for i, id := range ids {
-		b, g, ok := s.bodies.Get(id)
-		if i == 0 {
-			gen = g
-		}
-		if ok {
-			out[id] = b
-		} else {
-			missing = append(missing, id)
-		}
-	}
+	out, missing, gen := s.bodies.GetMany(ids)
 	if len(missing) == 0 {
 		return out, nil
 	}

@@ -51,6 +51,26 @@ func (c *Cache) Get(id string) ([]byte, uint64, bool) {
 	return b, c.gen, ok
 }
 
+// GetMany looks up several ids under one lock: the bodies it holds, the
+// ids it does not (in order), and the generation for PutIfCurrent.
+func (c *Cache) GetMany(ids []string) (found map[string][]byte, missing []string, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	found = make(map[string][]byte, len(ids))
+	for _, id := range ids {
+		if b, ok := c.cur[id]; ok {
+			found[id] = b
+		} else if b, ok := c.old[id]; ok {
+			delete(c.old, id)
+			c.add(id, b)
+			found[id] = b
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	return found, missing, c.gen
+}
+
 // Put caches a body just written by this store.
 func (c *Cache) Put(id string, body []byte) {
 	c.mu.Lock()

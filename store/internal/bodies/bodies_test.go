@@ -59,3 +59,24 @@ func TestBodyCacheFillAfterForgetIsDropped(t *testing.T) {
 		t.Fatal("a body read before retention deleted it was cached after")
 	}
 }
+
+// GetMany answers what Get would, id by id, and its generation guards a
+// fill as Get's does.
+func TestBodyCacheGetMany(t *testing.T) {
+	t.Parallel()
+	c := New(64 << 10)
+	c.Put("a", []byte("A"))
+	c.Put("c", []byte("C"))
+	found, missing, gen := c.GetMany([]string{"a", "b", "c", "d"})
+	if len(found) != 2 || string(found["a"]) != "A" || string(found["c"]) != "C" {
+		t.Fatalf("found %q", found)
+	}
+	if len(missing) != 2 || missing[0] != "b" || missing[1] != "d" {
+		t.Fatalf("missing %q, want [b d]", missing)
+	}
+	c.ForgetAll()
+	c.PutIfCurrent(gen, "b", []byte("B"))
+	if _, _, ok := c.Get("b"); ok {
+		t.Fatal("a fill from before ForgetAll was kept")
+	}
+}
