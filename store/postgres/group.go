@@ -117,14 +117,17 @@ func (g *grouper) run(batch []*applyReq) {
 		}
 		live = append(live, r)
 	}
-	if g.s.applyAtOnce(live) {
+	// Queued once: a plan's queued statements are copied afresh into
+	// every batch that carries it (queueInto), so both ways can use them.
+	queued, live := g.s.queueAll(live)
+	if g.s.applyAtOnce(live, queued) {
 		for _, r := range live {
 			close(r.done)
 		}
 		return
 	}
 	if len(live) > 1 {
-		err := g.s.applyGroup(live)
+		err := g.s.applyGroup(live, queued)
 		if err == nil {
 			for _, r := range live {
 				close(r.done)
@@ -139,6 +142,21 @@ func (g *grouper) run(batch []*applyReq) {
 	}
 }
 
+// queueAll queues the statements of each request's plan; a request whose
+// plan cannot be queued gets its error and is left out of live.
+func (s *Store) queueAll(reqs []*applyReq) (queued []*queuedPlan, live []*applyReq) {
+	for _, r := range reqs {
+		q, err := s.queuePlan(r.plan)
+		if err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		queued, live = append(queued, q), append(live, r)
+	}
+	return queued, live
+}
+
 // applyAtOnce writes plans in a single round trip when none of them can
 // fail but by a statement the server rejects: with no idempotency key to
 // check against another message and no scheduled entry to consume, which
@@ -150,26 +168,18 @@ func (g *grouper) run(batch []*applyReq) {
 // write retried after a lost answer): applyAtOnce rolls back and returns
 // false, and the caller writes the plans the careful way, with savepoints
 // (applyGroup) or alone. It sets each request's result only on success.
-func (s *Store) applyAtOnce(reqs []*applyReq) bool {
+func (s *Store) applyAtOnce(reqs []*applyReq, queued []*queuedPlan) bool {
 	if len(reqs) == 0 {
 		return false
 	}
-	for _, r := range reqs {
+	var all []model.Record
+	for i, r := range reqs {
 		if r.plan.Idem != nil || r.plan.ConsumeSchedule != 0 {
 			return false
 		}
+		all = append(all, queued[i].recs...)
 	}
 	ctx := context.Background() // as in applyGroup
-	queued := make([]*queuedPlan, len(reqs))
-	var all []model.Record
-	for i, r := range reqs {
-		q, err := s.queuePlan(r.plan)
-		if err != nil {
-			return false // the careful way reports it
-		}
-		queued[i] = q
-		all = append(all, q.recs...)
-	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false
@@ -224,20 +234,12 @@ func (s *Store) applyAtOnce(reqs []*applyReq) bool {
 // same few round trips however many plans it carries. (One round trip per
 // plan, with the box locks held throughout, was what bounded sends into
 // one box.)
-func (s *Store) applyGroup(reqs []*applyReq) error {
+func (s *Store) applyGroup(live []*applyReq, queued []*queuedPlan) error {
 	// Not a caller's context: one caller giving up must not roll back the
 	// others' plans.
 	ctx := context.Background()
-	queued := make([]*queuedPlan, 0, len(reqs))
-	live := reqs[:0:0]
 	var all []model.Record
-	for _, r := range reqs {
-		q, err := s.queuePlan(r.plan)
-		if err != nil {
-			r.err = err
-			continue
-		}
-		queued, live = append(queued, q), append(live, r)
+	for _, q := range queued {
 		all = append(all, q.recs...)
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
