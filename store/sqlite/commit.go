@@ -47,11 +47,11 @@ const (
 	// owner-keyed indexes put most sends' entries on pages other sends
 	// dirty too, so a longer transaction writes each page once for more
 	// sends: 20,000 sends over HTTP wrote 565 MB at 25 ms, 285 MB at
-	// 250 ms, and took 10-30% less server CPU per send; mixed load at
-	// 1,200 msgs/s had p99 7-10 ms against 21-30 ms (claims stall behind
-	// 40 commits a second rather than 4). At 1 s the commits themselves
-	// grew long enough to raise p99 again (docs/benchmarks.md, eighth
-	// round).
+	// 250 ms, and took 12-21% less server CPU per send; mixed load at
+	// 1,200 msgs/s had a median p99 of 10 ms against 30 ms over nine runs
+	// each (claims stall behind 4 commits a second rather than 40). At 1 s
+	// the commits themselves grew long enough to raise p99 again
+	// (docs/benchmarks.md, eighth round).
 	commitEvery = 250 * time.Millisecond
 	// commitLogBytes commits early once the log holds this much (a burst
 	// of big fan-outs).
