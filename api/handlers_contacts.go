@@ -44,7 +44,7 @@ func (a *API) setSubscribers(w http.ResponseWriter, r *http.Request, who model.I
 	if err := a.decode(w, r, &req, false); err != nil {
 		return err
 	}
-	res, err := a.svc.SetSubscribers(r.Context(), who, group, req.Subscribers)
+	res, err := a.svc.SetSubscribers(r.Context(), who, group, &req)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"context"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
@@ -145,4 +148,83 @@ func TestHTTPGroupDispatch(t *testing.T) {
 			forbidden("redrive a group inbox", "POST", boxPath(didGroup, model.GroupInbox, "redrive"), nil),
 		})
 	})
+}
+
+// A group that delivers to itself stores each message once, in its
+// GROUP_INBOX: members get no INBOX records, and read, stream, mark and
+// consume the group's box instead.
+func TestHTTPGroupDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := "/v1/groups/" + esc(didGroup) + "/subscribers"
+
+	res := ok[wire.SubscribersResult](t, e.do(t, "PUT", path, e.admin,
+		wire.SubscribersRequest{Subscribers: []string{didAlice, didBob, didCarol}, Delivery: model.DeliverToGroup}))
+	if res.Delivery != model.DeliverToGroup {
+		t.Fatalf("set: %+v", res)
+	}
+	// Replacing the subscribers without naming a delivery keeps it.
+	res = ok[wire.SubscribersResult](t, e.do(t, "PUT", path, e.admin, wire.SubscribersRequest{Subscribers: []string{didAlice, didBob, didCarol}}))
+	if got := ok[wire.SubscribersResult](t, e.do(t, "GET", path, e.carol, nil)); res.Delivery != model.DeliverToGroup || got.Delivery != model.DeliverToGroup {
+		t.Fatalf("after a replace: %+v, get %+v", res, got)
+	}
+	e.setSubscribers(t, didGroup2, didBob)
+	if got := ok[wire.SubscribersResult](t, e.do(t, "GET", "/v1/groups/"+esc(didGroup2)+"/subscribers", e.bob, nil)); got.Delivery != model.DeliverToMembers {
+		t.Fatalf("a new group's delivery: %+v", got)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ws := dialWS(t, ctx, e, boxPath(didGroup, model.GroupInbox, "stream"), e.bob, nil)
+
+	d := ok[wire.DispatchResult](t, e.do(t, "POST", "/v1/dispatch", e.tunnel, wire.DispatchRequest{Msg: groupMsg(didGroup, didAlice, "once")}))
+	if !d.OK || d.DeliveredGroup != didGroup || d.GroupDelivery != model.DeliverToGroup || len(d.DeliveredAgents) != 0 || len(d.DeliveredRecipients) != 0 {
+		t.Fatalf("dispatch result %+v", d)
+	}
+	p := e.postSend(t, e.bob, groupMsg(didGroup, didBob, "twice"))
+	if !p.OK || p.GroupDelivery != model.DeliverToGroup || len(p.LocalRecipients) != 0 || len(p.DroppedRecipients) != 0 {
+		t.Fatalf("post_send result %+v", p)
+	}
+	for _, m := range []string{didAlice, didBob, didCarol} {
+		if n := len(e.syncAll(t, e.admin, m, model.Inbox)); n != 0 {
+			t.Fatalf("%s has %d INBOX records", m, n)
+		}
+	}
+	// Bob, connected before either send, is pushed both from the group's box.
+	for i, want := range []string{"once", "twice"} {
+		f := readWSFrame(t, ctx, ws)
+		if f.Record.Owner != didGroup || f.Record.BoxKind != model.GroupInbox || f.Seq != int64(i+1) || contentOf(t, f.Msg) != want {
+			t.Fatalf("frame %d: %+v %s", i, f.Record, f.Msg)
+		}
+	}
+	items := e.syncAll(t, e.carol, didGroup, model.GroupInbox)
+	if len(items) != 2 || items[0].Record.MsgID != d.MsgID || items[1].Record.MsgID != p.MsgID {
+		t.Fatalf("carol syncs the group: %+v", items)
+	}
+	// Read state is the reader's own.
+	ok[model.Receipt](t, e.do(t, "POST", "/v1/read_receipts", e.carol,
+		wire.ReceiptRequest{MsgID: d.MsgID, ReaderDID: didCarol, GroupID: didGroup, Status: model.ReceiptReaded}))
+	got := ok[wire.ReceiptsResult](t, e.do(t, "GET", "/v1/read_receipts?group_id="+url.QueryEscape(didGroup), e.alice, nil)).Items
+	if len(got) != 1 || got[0].Reader != didCarol || got[0].MsgID != d.MsgID {
+		t.Fatalf("group receipts %+v", got)
+	}
+
+	// Back to members: the next message reaches the INBOXes again.
+	ok[wire.SubscribersResult](t, e.do(t, "PUT", path, e.admin, wire.SubscribersRequest{Subscribers: []string{didAlice, didBob}, Delivery: model.DeliverToMembers}))
+	d = e.dispatch(t, groupMsg(didGroup, didAlice, "thrice"))
+	if d.GroupDelivery != model.DeliverToMembers || !reflect.DeepEqual(d.DeliveredAgents, []string{didBob}) {
+		t.Fatalf("dispatch after switching back: %+v", d)
+	}
+	e.record(t, model.RecordID(didBob, model.Inbox, d.MsgID, ""))
+
+	before := e.snap(t)
+	inv := wire.CodeInvalid
+	e.runBad(t, []badCase{
+		{name: "unknown delivery", method: "PUT", path: path, token: e.admin, body: `{"subscribers":[],"delivery":"all"}`, status: 400, code: inv, field: "delivery"},
+		{name: "delivery wrong type", method: "PUT", path: path, token: e.admin, body: `{"subscribers":[],"delivery":1}`, status: 400, code: inv, field: "delivery"},
+	})
+	e.assertUnchanged(t, before)
+	if got := ok[wire.SubscribersResult](t, e.do(t, "GET", path, e.admin, nil)); got.Delivery != model.DeliverToMembers || len(got.Subscribers) != 2 {
+		t.Fatalf("after bad input: %+v", got)
+	}
 }

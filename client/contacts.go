@@ -38,12 +38,19 @@ func (c *Client) ListReceipts(ctx context.Context, q wire.ReceiptQuery) (*wire.R
 // SetSubscribers replaces a group's subscribers
 // (PUT /v1/groups/{group}/subscribers). An empty list removes them all.
 func (c *Client) SetSubscribers(ctx context.Context, group string, subscribers []string) (*wire.SubscribersResult, error) {
-	if subscribers == nil {
+	return c.SetGroup(ctx, group, &wire.SubscribersRequest{Subscribers: subscribers})
+}
+
+// SetGroup is SetSubscribers that can also set how the group delivers
+// (req.Delivery; empty keeps it).
+func (c *Client) SetGroup(ctx context.Context, group string, req *wire.SubscribersRequest) (*wire.SubscribersResult, error) {
+	if req.Subscribers == nil {
 		// Send [] rather than null so "remove all" is explicit on the wire.
-		subscribers = []string{}
+		r := *req
+		r.Subscribers = []string{}
+		req = &r
 	}
 	var out wire.SubscribersResult
-	req := &wire.SubscribersRequest{Subscribers: subscribers}
 	if _, err := c.call(ctx, http.MethodPut, groupPath(group), nil, req, &out); err != nil {
 		return nil, err
 	}

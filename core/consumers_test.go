@@ -322,29 +322,48 @@ func TestCreateConsumerRejectsBadInput(t *testing.T) {
 
 func TestGroupMemberConsumesGroupInbox(t *testing.T) {
 	t.Parallel()
-	s := newService(t, nil)
-	ctx := context.Background()
-	const grp = "did:test:group"
-	if _, err := s.SetSubscribers(ctx, admin, grp, []string{bob, carol}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CreateConsumer(ctx, agent(carol), &wire.ConsumerRequest{Name: "mentions", SourceOwner: grp,
-		SourceBox: "group_inbox", Filter: model.ConsumerFilter{Mentions: []string{carol}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CreateConsumer(ctx, agent(alice), &wire.ConsumerRequest{Name: "spy", SourceOwner: grp, SourceBox: "GROUP_INBOX"}); !errors.Is(err, model.ErrForbidden) {
-		t.Fatalf("a non-member subscribed to the group: %v", err)
-	}
-	for i, mentions := range [][]string{{carol}, nil, {bob, carol}} {
-		// The group relays a member's message: from the group, source bob.
-		m := &message.Message{From: grp, Source: bob, Kind: message.KindGroupMsg, Mentions: mentions,
-			Content: message.Content{Content: fmt.Sprintf("g%d", i)}}
-		if _, err := s.PostSend(ctx, admin, &wire.PostSendRequest{Msg: m}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pumpAll(t, s)
-	if got := texts(syncAll(t, s, carol, model.ConsumerBox("mentions"))); !slices.Equal(got, []string{"g0", "g2"}) {
-		t.Fatalf("carol's mentions consumer got %v", got)
+	for _, d := range []model.GroupDelivery{model.DeliverToMembers, model.DeliverToGroup} {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			s := newService(t, nil)
+			ctx := context.Background()
+			const grp = "did:test:group"
+			if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{bob, carol}, Delivery: d}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateConsumer(ctx, agent(carol), &wire.ConsumerRequest{Name: "mentions", SourceOwner: grp,
+				SourceBox: "group_inbox", Filter: model.ConsumerFilter{Mentions: []string{carol}}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateConsumer(ctx, agent(alice), &wire.ConsumerRequest{Name: "spy", SourceOwner: grp, SourceBox: "GROUP_INBOX"}); !errors.Is(err, model.ErrForbidden) {
+				t.Fatalf("a non-member subscribed to the group: %v", err)
+			}
+			for i, mentions := range [][]string{{carol}, nil, {bob, carol}} {
+				// The group relays a member's message: from the group, source bob.
+				m := &message.Message{From: grp, Source: bob, Kind: message.KindGroupMsg, Mentions: mentions,
+					Content: message.Content{Content: fmt.Sprintf("g%d", i)}}
+				res, err := s.PostSend(ctx, admin, &wire.PostSendRequest{Msg: m})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.GroupDelivery != d {
+					t.Fatalf("post_send reports delivery %q, want %q", res.GroupDelivery, d)
+				}
+			}
+			pumpAll(t, s)
+			if got := texts(syncAll(t, s, carol, model.ConsumerBox("mentions"))); !slices.Equal(got, []string{"g0", "g2"}) {
+				t.Fatalf("carol's mentions consumer got %v", got)
+			}
+			want := []string{"g0", "g1", "g2"}
+			if d == model.DeliverToGroup {
+				want = nil // members read the group's box instead
+			}
+			if got := texts(syncAll(t, s, carol, model.Inbox)); !slices.Equal(got, want) {
+				t.Fatalf("carol's INBOX holds %v, want %v", got, want)
+			}
+			if got := texts(syncAll(t, s, grp, model.GroupInbox)); !slices.Equal(got, []string{"g0", "g1", "g2"}) {
+				t.Fatalf("the group's box holds %v", got)
+			}
+		})
 	}
 }

@@ -19,15 +19,20 @@ const MaxRoutes = 64
 
 // SetSubscribers replaces a group's subscribers; the group itself or an
 // admin may do it. Setting subscribers is what makes a DID a group.
-func (s *Service) SetSubscribers(ctx context.Context, who model.Identity, group string, subs []string) (*wire.SubscribersResult, error) {
+func (s *Service) SetSubscribers(ctx context.Context, who model.Identity, group string, req *wire.SubscribersRequest) (*wire.SubscribersResult, error) {
 	if err := message.CheckDID("group", group, true); err != nil {
 		return nil, err
 	}
 	if err := canAct(who, group); err != nil {
 		return nil, err
 	}
+	subs := req.Subscribers
 	if subs == nil {
 		return nil, model.Invalid("subscribers", "is required (an empty list clears the group)")
+	}
+	if req.Delivery != "" && !model.ValidGroupDelivery(req.Delivery) {
+		return nil, model.Invalid("delivery", fmt.Sprintf("unknown delivery %q (want %q: a record in each subscriber's INBOX, or %q: once, in the group's GROUP_INBOX)",
+			req.Delivery, model.DeliverToMembers, model.DeliverToGroup))
 	}
 	if len(subs) > MaxSubscribers {
 		return nil, model.Invalid("subscribers", fmt.Sprintf("at most %d subscribers", MaxSubscribers))
@@ -39,10 +44,14 @@ func (s *Service) SetSubscribers(ctx context.Context, who model.Identity, group 
 	}
 	subs = uniq(subs)
 	sort.Strings(subs)
-	if err := s.st.SetGroupSubscribers(ctx, group, subs, s.nowMS()); err != nil {
+	if err := s.st.SetGroupSubscribers(ctx, group, subs, req.Delivery, s.nowMS()); err != nil {
 		return nil, err
 	}
-	return &wire.SubscribersResult{Group: group, Subscribers: subs}, nil
+	delivery, err := s.st.GroupDelivery(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.SubscribersResult{Group: group, Subscribers: subs, Delivery: delivery}, nil
 }
 
 // Subscribers lists a group's subscribers to the group, its members and
@@ -61,7 +70,11 @@ func (s *Service) Subscribers(ctx context.Context, who model.Identity, group str
 	if err != nil {
 		return nil, err
 	}
-	return &wire.SubscribersResult{Group: group, Subscribers: subs}, nil
+	delivery, err := s.st.GroupDelivery(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.SubscribersResult{Group: group, Subscribers: subs, Delivery: delivery}, nil
 }
 
 // Block makes owner refuse messages whose logical sender is did (on), or

@@ -76,7 +76,7 @@ func (s *Service) planDispatch(ctx context.Context, c *checked, ingress *model.R
 			return p, res, nil
 		}
 		p.Records = append(p.Records, c.newRecord(group, model.GroupInbox, "", route, now))
-		res.DeliveredGroup = group
+		res.DeliveredGroup, res.GroupDelivery = group, c.delivery
 		if err := s.fanOut(ctx, c, p, route, now, &res.DeliveredAgents, &res.DroppedRecipients); err != nil {
 			return nil, nil, err
 		}
@@ -103,8 +103,12 @@ func (s *Service) planDispatch(ctx context.Context, c *checked, ingress *model.R
 }
 
 // fanOut adds an INBOX record, tagged with the group, for every subscriber
-// of c's group except the author and those who block the author.
+// of c's group except the author and those who block the author. A group
+// that delivers to itself has none: its subscribers read its GROUP_INBOX.
 func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *model.Route, now int64, delivered, dropped *[]string) error {
+	if c.delivery == model.DeliverToGroup {
+		return nil
+	}
 	subs, err := s.st.GroupSubscribers(ctx, c.msg.From)
 	if err != nil {
 		return err
@@ -180,6 +184,7 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 		res.LocalRecipients = append(res.LocalRecipients, target)
 	}
 	if c.isGroup {
+		res.GroupDelivery = c.delivery
 		p.Records = append(p.Records, c.newRecord(c.msg.From, model.GroupInbox, "", nil, now))
 		if err := s.fanOut(ctx, c, p, nil, now, &res.LocalRecipients, &res.DroppedRecipients); err != nil {
 			return nil, nil, err

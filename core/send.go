@@ -25,20 +25,24 @@ type checked struct {
 	id      string
 	body    []byte
 	isGroup bool // from is a known group and source is set
+	// delivery is the group's, when isGroup: read when the message is
+	// planned, so a delayed message follows the group as it is when due.
+	delivery model.GroupDelivery
 }
 
 func (s *Service) check(ctx context.Context, m *message.Message) (*checked, error) {
 	if m == nil {
 		return nil, model.Invalid("msg", "is required")
 	}
-	fromGroup := false
+	var delivery model.GroupDelivery // "" unless from is a group
 	if m.From != "" {
-		g, err := s.st.IsGroup(ctx, m.From)
+		d, err := s.st.GroupDelivery(ctx, m.From)
 		if err != nil {
 			return nil, err
 		}
-		fromGroup = g
+		delivery = d
 	}
+	fromGroup := delivery != ""
 	if fromGroup && m.Source == "" && len(m.To) == 0 {
 		return nil, model.Invalid("msg.source", "a group message needs its author in source (or recipients in to)")
 	}
@@ -46,7 +50,11 @@ func (s *Service) check(ctx context.Context, m *message.Message) (*checked, erro
 	if err != nil {
 		return nil, err
 	}
-	return &checked{msg: m, id: message.IDOf(body), body: body, isGroup: fromGroup && m.Source != ""}, nil
+	c := &checked{msg: m, id: message.IDOf(body), body: body, isGroup: fromGroup && m.Source != ""}
+	if c.isGroup {
+		c.delivery = delivery
+	}
+	return c, nil
 }
 
 // dueTime turns delay_ms / deliver_at_ms into an absolute due time. A delay

@@ -34,6 +34,27 @@ type Receipt struct {
 	Reason  string        `json:"reason,omitempty"`
 }
 
+// GroupDelivery is how a group's messages reach its subscribers (seed
+// 000's two options for group chat).
+type GroupDelivery string
+
+const (
+	// DeliverToMembers writes an INBOX record for every subscriber: each
+	// member claims, acks and counts unread group messages in its own
+	// INBOX, and a member's blocks apply. A send costs a record per
+	// subscriber, so it suits small groups.
+	DeliverToMembers GroupDelivery = "members"
+	// DeliverToGroup stores the message once, in the group's GROUP_INBOX,
+	// which every subscriber may read (sync, stream, get), mark with read
+	// receipts, and consume through a consumer of its own. A send costs the
+	// same whatever the group's size; members' INBOXes and blocks are not
+	// involved.
+	DeliverToGroup GroupDelivery = "group"
+)
+
+// ValidGroupDelivery reports whether d is a known delivery.
+func ValidGroupDelivery(d GroupDelivery) bool { return d == DeliverToMembers || d == DeliverToGroup }
+
 // ContactRoute is one endpoint through which a DID can be reached.
 type ContactRoute struct {
 	TunnelDID string `json:"tunnel_did"`

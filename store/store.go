@@ -78,9 +78,15 @@ type Store interface {
 	// CountRecords counts records by box kind and state, for metrics.
 	CountRecords(ctx context.Context) ([]BoxStateCount, error)
 
-	SetGroupSubscribers(ctx context.Context, group string, subscribers []string, nowMS int64) error
+	// SetGroupSubscribers replaces a group's subscribers, which makes group
+	// a group. delivery "" keeps the group's delivery (members for a new
+	// group).
+	SetGroupSubscribers(ctx context.Context, group string, subscribers []string, delivery model.GroupDelivery, nowMS int64) error
 	// GroupSubscribers returns model.ErrNotFound if group is not a group.
 	GroupSubscribers(ctx context.Context, group string) ([]string, error)
+	// GroupDelivery returns how group delivers its messages, or "" if it is
+	// not a group.
+	GroupDelivery(ctx context.Context, group string) (model.GroupDelivery, error)
 	IsGroup(ctx context.Context, did string) (bool, error)
 	IsSubscriber(ctx context.Context, group, did string) (bool, error)
 	SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error

@@ -24,14 +24,18 @@ type DispatchRequest struct {
 
 // DispatchResult answers a dispatch.
 type DispatchResult struct {
-	OK                    bool     `json:"ok"`
-	MsgID                 string   `json:"msg_id"`
-	DeliveredRecipients   []string `json:"delivered_recipients"`
-	DroppedRecipients     []string `json:"dropped_recipients"`
-	DeliveredGroup        string   `json:"delivered_group,omitempty"`
-	DeliveredAgents       []string `json:"delivered_agents"`
-	Reason                string   `json:"reason,omitempty"`
-	ScheduledDeliveryTime string   `json:"scheduled_delivery_time,omitempty"`
+	OK                  bool     `json:"ok"`
+	MsgID               string   `json:"msg_id"`
+	DeliveredRecipients []string `json:"delivered_recipients"`
+	DroppedRecipients   []string `json:"dropped_recipients"`
+	DeliveredGroup      string   `json:"delivered_group,omitempty"`
+	// GroupDelivery says how a group message reached the subscribers: in
+	// their INBOXes (members; DeliveredAgents lists them) or once in the
+	// group's GROUP_INBOX (group; DeliveredAgents is empty).
+	GroupDelivery         model.GroupDelivery `json:"group_delivery,omitempty"`
+	DeliveredAgents       []string            `json:"delivered_agents"`
+	Reason                string              `json:"reason,omitempty"`
+	ScheduledDeliveryTime string              `json:"scheduled_delivery_time,omitempty"`
 }
 
 // SendCtx steers route choice for post_send.
@@ -64,14 +68,18 @@ type Delivery struct {
 
 // PostSendResult answers a post_send.
 type PostSendResult struct {
-	OK                    bool       `json:"ok"`
-	MsgID                 string     `json:"msg_id"`
-	OutboxRecordID        string     `json:"outbox_record_id,omitempty"`
-	Deliveries            []Delivery `json:"deliveries"`
-	LocalRecipients       []string   `json:"local_recipients"`
-	DroppedRecipients     []string   `json:"dropped_recipients"`
-	Reason                string     `json:"reason,omitempty"`
-	ScheduledDeliveryTime string     `json:"scheduled_delivery_time,omitempty"`
+	OK                bool       `json:"ok"`
+	MsgID             string     `json:"msg_id"`
+	OutboxRecordID    string     `json:"outbox_record_id,omitempty"`
+	Deliveries        []Delivery `json:"deliveries"`
+	LocalRecipients   []string   `json:"local_recipients"`
+	DroppedRecipients []string   `json:"dropped_recipients"`
+	// GroupDelivery is set for a group message, as in DispatchResult: with
+	// group, the subscribers read it in the group's GROUP_INBOX and are not
+	// in LocalRecipients.
+	GroupDelivery         model.GroupDelivery `json:"group_delivery,omitempty"`
+	Reason                string              `json:"reason,omitempty"`
+	ScheduledDeliveryTime string              `json:"scheduled_delivery_time,omitempty"`
 }
 
 // NextRequest is the body of POST /v1/boxes/{owner}/{box}/next (get_next).
@@ -168,15 +176,19 @@ type ReceiptsResult struct {
 	Items []model.Receipt `json:"items"`
 }
 
-// SubscribersRequest replaces a group's subscribers.
+// SubscribersRequest replaces a group's subscribers. Delivery, when set,
+// changes how the group's messages reach them; empty keeps it (members for
+// a new group).
 type SubscribersRequest struct {
-	Subscribers []string `json:"subscribers"`
+	Subscribers []string            `json:"subscribers"`
+	Delivery    model.GroupDelivery `json:"delivery,omitempty"`
 }
 
-// SubscribersResult lists a group's subscribers.
+// SubscribersResult lists a group's subscribers and its delivery.
 type SubscribersResult struct {
-	Group       string   `json:"group"`
-	Subscribers []string `json:"subscribers"`
+	Group       string              `json:"group"`
+	Subscribers []string            `json:"subscribers"`
+	Delivery    model.GroupDelivery `json:"delivery"`
 }
 
 // BlockResult answers block and unblock.

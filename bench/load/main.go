@@ -46,6 +46,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "mixed: how long to offer load")
 	flag.StringVar(&o.groups, "groups", "1000,10000", "group: comma list of group sizes")
 	flag.IntVar(&o.groupSends, "group-sends", 20, "group: messages per group size")
+	flag.StringVar(&o.deliveries, "group-delivery", "members", `group: comma list of "members" (a record per subscriber: phase group/G) and "group" (stored once in the group's box: phase group-once/G)`)
 	flag.IntVar(&o.pid, "pid", 0, "msgcenter server's process id: report its peak RSS and CPU time per phase (0: not reported)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write msgload's own CPU profile here: the load generator shares the machine with the server")
 	flag.Parse()
@@ -75,10 +76,10 @@ func main() {
 }
 
 type opts struct {
-	data, targets, phases, groups string
-	cpuprofile                    string
-	n, rate, groupSends, pid      int
-	duration                      time.Duration
+	data, targets, phases, groups, deliveries string
+	cpuprofile                                string
+	n, rate, groupSends, pid                  int
+	duration                                  time.Duration
 }
 
 func newTarget(name string) (Target, error) {
@@ -109,6 +110,11 @@ func run(ctx context.Context, cfg Config, o opts) error {
 			return fmt.Errorf("-groups: bad size %q", g)
 		}
 		groups = append(groups, n)
+	}
+	for _, d := range strings.Split(o.deliveries, ",") {
+		if d != "members" && d != "group" {
+			return fmt.Errorf(`-group-delivery: unknown delivery %q (want "members" or "group")`, d)
+		}
 	}
 	fmt.Printf("# msgload run %s: n=%d size=%d producers=%d consumers=%d rate=%d/s duration=%s\n",
 		cfg.Run, o.n, cfg.Size, cfg.Producers, cfg.Consumers, o.rate, o.duration)
@@ -176,8 +182,10 @@ func runTarget(ctx context.Context, t Target, cfg Config, o opts, phases []strin
 		case "mixed":
 			run(func() result { return mixed(ctx, t, cfg, o.rate, o.duration) })
 		case "group":
-			for _, g := range groups {
-				run(func() result { return group(ctx, t, cfg, g, o.groupSends) })
+			for _, d := range strings.Split(o.deliveries, ",") {
+				for _, g := range groups {
+					run(func() result { return group(ctx, t, cfg, g, d, o.groupSends) })
+				}
 			}
 		}
 	}
@@ -186,14 +194,14 @@ func runTarget(ctx context.Context, t Target, cfg Config, o opts, phases []strin
 
 func printResult(r result) {
 	if r.skipped != "" {
-		fmt.Printf("%-10s %-12s skipped: %s\n", r.target, r.phase, r.skipped)
+		fmt.Printf("%-10s %-16s skipped: %s\n", r.target, r.phase, r.skipped)
 		return
 	}
 	lat := ""
 	if r.lat != nil {
 		lat = r.lat.String()
 	}
-	fmt.Printf("%-10s %-12s n=%-7d %9.0f msgs/s  %s  %s\n", r.target, r.phase, r.n, r.rate(), lat, r.note)
+	fmt.Printf("%-10s %-16s n=%-7d %9.0f msgs/s  %s  %s\n", r.target, r.phase, r.n, r.rate(), lat, r.note)
 }
 
 // printRatios prints msgcenter/peer for every phase both ran: rates as
@@ -211,14 +219,14 @@ func printRatios(all []result) {
 			continue
 		}
 		if r.skipped != "" {
-			fmt.Printf("ratio msgcenter/%-6s %-12s skipped (%s)\n", r.target, r.phase, r.skipped)
+			fmt.Printf("ratio msgcenter/%-6s %-16s skipped (%s)\n", r.target, r.phase, r.skipped)
 			continue
 		}
 		b, ok := base[r.phase]
 		if !ok || r.rate() == 0 {
 			continue
 		}
-		line := fmt.Sprintf("ratio msgcenter/%-6s %-12s rate %.2fx", r.target, r.phase, b.rate()/r.rate())
+		line := fmt.Sprintf("ratio msgcenter/%-6s %-16s rate %.2fx", r.target, r.phase, b.rate()/r.rate())
 		if r.lat != nil && b.lat != nil && b.lat.pct(99) > 0 {
 			line += fmt.Sprintf("  p99 %s vs %s", ms(b.lat.pct(99)), ms(r.lat.pct(99)))
 		}

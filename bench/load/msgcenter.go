@@ -22,7 +22,7 @@ type msgcenterTarget struct {
 	run   string
 	rcpt  string
 	mu    sync.Mutex
-	group map[int]string // group size -> group DID, set up on first use
+	group map[string]string // "size/delivery" -> group DID, set up on first use
 }
 
 func (t *msgcenterTarget) Name() string { return "msgcenter" }
@@ -37,7 +37,7 @@ func (t *msgcenterTarget) Open(ctx context.Context, cfg Config) error {
 	t.c = client.New(cfg.MsgcenterURL, cfg.MsgcenterToken, client.WithHTTPClient(&http.Client{Transport: tr}))
 	t.run = cfg.Run
 	t.rcpt = "did:load:" + cfg.Run + ":rcpt"
-	t.group = make(map[int]string)
+	t.group = make(map[string]string)
 	if err := t.c.Health(ctx); err != nil {
 		return fmt.Errorf("%w: %v", errSkip, err)
 	}
@@ -69,24 +69,27 @@ func (t *msgcenterTarget) ClaimAck(ctx context.Context, consumer int, wait time.
 }
 
 // SendGroup dispatches one message through a group of g subscribers, as a
-// group relays it (from the group, source the author): one transaction
-// stores every subscriber's INBOX record and the GROUP_INBOX record, all
-// before the 200.
-func (t *msgcenterTarget) SendGroup(ctx context.Context, g int, body []byte) error {
+// group relays it (from the group, source the author), all stored before
+// the 200 in one transaction: with delivery "members" every subscriber's
+// INBOX record and the GROUP_INBOX record; with "group" the GROUP_INBOX
+// record, which the subscribers read.
+func (t *msgcenterTarget) SendGroup(ctx context.Context, g int, delivery string, body []byte) error {
+	key := fmt.Sprintf("%d/%s", g, delivery)
 	t.mu.Lock()
-	grp, ok := t.group[g]
+	grp, ok := t.group[key]
 	t.mu.Unlock()
 	if !ok {
-		grp = fmt.Sprintf("did:load:%s:group%d", t.run, g)
+		grp = fmt.Sprintf("did:load:%s:group%d-%s", t.run, g, delivery)
 		subs := make([]string, g)
 		for i := range subs {
-			subs[i] = fmt.Sprintf("did:load:%s:g%d:m%d", t.run, g, i)
+			subs[i] = fmt.Sprintf("did:load:%s:g%d-%s:m%d", t.run, g, delivery, i)
 		}
-		if _, err := t.c.SetSubscribers(ctx, grp, subs); err != nil {
+		req := &wire.SubscribersRequest{Subscribers: subs, Delivery: model.GroupDelivery(delivery)}
+		if _, err := t.c.SetGroup(ctx, grp, req); err != nil {
 			return err
 		}
 		t.mu.Lock()
-		t.group[g] = grp
+		t.group[key] = grp
 		t.mu.Unlock()
 	}
 	m := &message.Message{From: grp, Source: "did:load:" + t.run + ":author", Kind: message.KindGroupMsg,
@@ -95,8 +98,13 @@ func (t *msgcenterTarget) SendGroup(ctx context.Context, g int, body []byte) err
 	if err != nil {
 		return err
 	}
-	if res.DeliveredGroup != grp || len(res.DeliveredAgents) != g {
-		return fmt.Errorf("group send reached %q and %d subscribers, want %q and %d", res.DeliveredGroup, len(res.DeliveredAgents), grp, g)
+	want := g
+	if delivery == "group" {
+		want = 0 // the subscribers read the group's box
+	}
+	if res.DeliveredGroup != grp || string(res.GroupDelivery) != delivery || len(res.DeliveredAgents) != want {
+		return fmt.Errorf("group send reached %q (delivery %q) and %d subscribers, want %q (%q) and %d",
+			res.DeliveredGroup, res.GroupDelivery, len(res.DeliveredAgents), grp, delivery, want)
 	}
 	return nil
 }

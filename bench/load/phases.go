@@ -201,22 +201,26 @@ func mixed(ctx context.Context, t Target, cfg Config, rate int, d time.Duration)
 	return r
 }
 
-func group(ctx context.Context, t Target, cfg Config, g, sends int) result {
-	r := result{target: t.Name(), phase: fmt.Sprintf("group/%d", g), lat: &latencies{}}
+func group(ctx context.Context, t Target, cfg Config, g int, delivery string, sends int) result {
+	phase := fmt.Sprintf("group/%d", g)
+	if delivery == "group" {
+		phase = fmt.Sprintf("group-once/%d", g)
+	}
+	r := result{target: t.Name(), phase: phase, lat: &latencies{}}
 	gr, ok := t.(Grouper)
 	if !ok {
 		r.skipped = errUnsupported.Error()
 		return r
 	}
 	// The first send sets the group up; it is not measured.
-	if err := gr.SendGroup(ctx, g, body(cfg.Run, seqs.Add(1), cfg.Size)); err != nil {
+	if err := gr.SendGroup(ctx, g, delivery, body(cfg.Run, seqs.Add(1), cfg.Size)); err != nil {
 		r.skipped = "error: " + err.Error()
 		return r
 	}
 	start := time.Now()
 	for range sends {
 		t0 := time.Now()
-		if err := gr.SendGroup(ctx, g, body(cfg.Run, seqs.Add(1), cfg.Size)); err != nil {
+		if err := gr.SendGroup(ctx, g, delivery, body(cfg.Run, seqs.Add(1), cfg.Size)); err != nil {
 			r.skipped = "error: " + err.Error()
 			return r
 		}

@@ -59,8 +59,9 @@ type Flusher interface {
 }
 
 // Grouper is implemented by targets with group fan-out: SendGroup sends
-// one message to a group of g subscribers (set up on first use) and
-// returns when it is acknowledged, every subscriber's copy stored.
+// one message to a group of g subscribers (set up on first use, delivering
+// as delivery says: "members" or "group") and returns when it is
+// acknowledged and readable by every subscriber.
 type Grouper interface {
-	SendGroup(ctx context.Context, g int, body []byte) error
+	SendGroup(ctx context.Context, g int, delivery string, body []byte) error
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
 
@@ -17,10 +18,12 @@ func newGroupCmd(g *globals) *cobra.Command {
 
 func newGroupSetCmd(g *globals) *cobra.Command {
 	var clear bool
+	var delivery string
 	cmd := &cobra.Command{
-		Use:     "set GROUP DID... | set GROUP --clear",
-		Short:   "Replace a group's subscribers",
-		Example: "  msgcenter group set did:g:team did:x:alice did:x:bob",
+		Use:   "set GROUP DID... | set GROUP --clear",
+		Short: "Replace a group's subscribers",
+		Example: "  msgcenter group set did:g:team did:x:alice did:x:bob\n" +
+			"  msgcenter group set did:g:town did:x:alice did:x:bob --delivery group",
 		Args: func(cmd *cobra.Command, a []string) error {
 			switch {
 			case len(a) == 0:
@@ -39,7 +42,8 @@ func newGroupSetCmd(g *globals) *cobra.Command {
 			}
 			// The call replaces the list, so the positional DIDs are the
 			// complete new membership, not additions.
-			res, err := c.SetSubscribers(cmd.Context(), a[0], splitList(a[1:]))
+			res, err := c.SetGroup(cmd.Context(), a[0], &wire.SubscribersRequest{
+				Subscribers: splitList(a[1:]), Delivery: model.GroupDelivery(delivery)})
 			if err != nil {
 				return err
 			}
@@ -47,6 +51,7 @@ func newGroupSetCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&clear, "clear", false, "remove every subscriber")
+	cmd.Flags().StringVar(&delivery, "delivery", "", `how messages reach subscribers: "members" (a record in each INBOX) or "group" (once, in the group's GROUP_INBOX, which members read); unset keeps it`)
 	return cmd
 }
 
@@ -70,7 +75,7 @@ func newGroupGetCmd(g *globals) *cobra.Command {
 }
 
 func printSubscribers(w io.Writer, r *wire.SubscribersResult) error {
-	fmt.Fprintf(w, "%s: %s\n", r.Group, plural(len(r.Subscribers), "subscriber"))
+	fmt.Fprintf(w, "%s: %s, delivery %s\n", r.Group, plural(len(r.Subscribers), "subscriber"), r.Delivery)
 	for _, s := range r.Subscribers {
 		fmt.Fprintln(w, s)
 	}

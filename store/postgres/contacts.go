@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,15 +14,18 @@ import (
 // written even for an empty set: a group with no subscribers is still a
 // group, not a plain DID. The upsert of that row comes first and locks it,
 // so concurrent replacements of one group take turns instead of merging.
-func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, nowMS int64) error {
+func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, delivery model.GroupDelivery, nowMS int64) error {
 	if subscribers == nil {
 		subscribers = []string{}
 	}
 	defer s.contacts.forget()
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO groups (group_did, updated_at_ms) VALUES ($1, $2)
-			ON CONFLICT (group_did) DO UPDATE SET updated_at_ms = excluded.updated_at_ms`, group, nowMS)
+		// NULLIF: "" keeps a group's delivery, and a new group's is members.
+		b.Queue(`INSERT INTO groups (group_did, updated_at_ms, delivery)
+			VALUES ($1, $2, COALESCE(NULLIF($3, ''), 'members'))
+			ON CONFLICT (group_did) DO UPDATE SET updated_at_ms = excluded.updated_at_ms,
+				delivery = COALESCE(NULLIF($3, ''), groups.delivery)`, group, nowMS, string(delivery))
 		b.Queue("DELETE FROM group_subscribers WHERE group_did = $1", group)
 		b.Queue(`INSERT INTO group_subscribers (group_did, subscriber)
 			SELECT $1, sub FROM unnest($2::text[]) AS u(sub) ON CONFLICT DO NOTHING`, group, subscribers)
@@ -73,15 +77,29 @@ func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, 
 	return ok, nil
 }
 
-// IsGroup reports whether did is a group.
-func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
-	fill := func() (bool, error) {
-		return s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = $1)", did)
+// GroupDelivery returns how group delivers, or "" if it is not a group.
+func (s *Store) GroupDelivery(ctx context.Context, group string) (model.GroupDelivery, error) {
+	fill := func() (model.GroupDelivery, error) {
+		var d string
+		err := s.pool.QueryRow(ctx, "SELECT delivery FROM groups WHERE group_did = $1", group).Scan(&d)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fail("group delivery", err)
+		}
+		return model.GroupDelivery(d), nil
 	}
 	if !s.contacts.remembering() {
 		return fill()
 	}
-	return lookup.Remember(&s.contacts.groups, did, fill)
+	return lookup.Remember(&s.contacts.groups, group, fill)
+}
+
+// IsGroup reports whether did is a group.
+func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
+	d, err := s.GroupDelivery(ctx, did)
+	return d != "", err
 }
 
 // IsSubscriber reports whether did subscribes to group.

@@ -90,7 +90,7 @@ func TestContactsAcrossNodes(t *testing.T) {
 	if isGroup(a, "did:g2") {
 		t.Fatal("did:g2 is not a group yet")
 	}
-	if err := b.SetGroupSubscribers(ctx, "did:g2", []string{"did:m"}, 3); err != nil {
+	if err := b.SetGroupSubscribers(ctx, "did:g2", []string{"did:m"}, "", 3); err != nil {
 		t.Fatal(err)
 	}
 	eventually("a group created through the other node", func() bool { return isGroup(a, "did:g2") })

@@ -27,7 +27,7 @@ import (
 // notifies no one, is seen within that time too.
 type contacts struct {
 	listening atomic.Int32                       // Listen sessions up
-	groups    lookup.Cache[bool]                 // DID: is it a group
+	groups    lookup.Cache[model.GroupDelivery]  // DID: its delivery, "" if not a group
 	routes    lookup.Cache[[]model.ContactRoute] // DID
 	blocked   lookup.Cache[bool]                 // lookup.BlockKey(owner, sender)
 }

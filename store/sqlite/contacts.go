@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -14,11 +15,15 @@ import (
 // SetGroupSubscribers replaces a group's subscriber set. The group row is
 // written even for an empty set: a group with no subscribers is still a
 // group, not a plain DID.
-func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, nowMS int64) error {
+func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, delivery model.GroupDelivery, nowMS int64) error {
 	defer s.lk.groups.Forget(group)
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (group_did, updated_at_ms) VALUES (?, ?)
-			ON CONFLICT (group_did) DO UPDATE SET updated_at_ms = excluded.updated_at_ms`, group, nowMS); err != nil {
+		// NULLIF: "" keeps a group's delivery, and the column's default
+		// applies to a new group.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (group_did, updated_at_ms, delivery)
+			VALUES (?1, ?2, COALESCE(NULLIF(?3, ''), 'members'))
+			ON CONFLICT (group_did) DO UPDATE SET updated_at_ms = excluded.updated_at_ms,
+				delivery = COALESCE(NULLIF(?3, ''), groups.delivery)`, group, nowMS, string(delivery)); err != nil {
 			return fmt.Errorf("sqlite: set group: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, "DELETE FROM group_subscribers WHERE group_did = ?", group); err != nil {
@@ -85,11 +90,25 @@ func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, 
 	return ok, nil
 }
 
+// GroupDelivery returns how group delivers, or "" if it is not a group.
+func (s *Store) GroupDelivery(ctx context.Context, group string) (model.GroupDelivery, error) {
+	return lookup.Remember(&s.lk.groups, group, func() (model.GroupDelivery, error) {
+		var d string
+		err := s.queryRow(ctx, "SELECT delivery FROM groups WHERE group_did = ?", group).Scan(&d)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("sqlite: group delivery: %w", err)
+		}
+		return model.GroupDelivery(d), nil
+	})
+}
+
 // IsGroup reports whether did is a group.
 func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
-	return lookup.Remember(&s.lk.groups, did, func() (bool, error) {
-		return s.exists(ctx, "is group", "SELECT EXISTS (SELECT 1 FROM groups WHERE group_did = ?)", did)
-	})
+	d, err := s.GroupDelivery(ctx, did)
+	return d != "", err
 }
 
 // IsSubscriber reports whether did subscribes to group.

@@ -85,13 +85,13 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	}
 	var v int
 	s2.w.QueryRow("PRAGMA user_version").Scan(&v)
-	if v != 3 {
+	if v != 4 {
 		t.Fatalf("user_version = %d", v)
 	}
 	s2.w.Exec("PRAGMA user_version = 99")
 	s2.Close()
 	_, err = Open(ctx, path, Options{})
-	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 3)") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 4)") {
 		t.Fatalf("newer schema: %v", err)
 	}
 	if _, err := Open(ctx, path, Options{Synchronous: "OFF"}); err == nil {
@@ -286,7 +286,7 @@ func TestScheduleContactsReceipts(t *testing.T) {
 		t.Fatal("entry not consumed")
 	}
 
-	if err := s.SetGroupSubscribers(ctx, "g", nil, 1); err != nil {
+	if err := s.SetGroupSubscribers(ctx, "g", nil, "", 1); err != nil {
 		t.Fatal(err)
 	}
 	if subs, err := s.GroupSubscribers(ctx, "g"); err != nil || subs == nil || len(subs) != 0 {
@@ -295,7 +295,7 @@ func TestScheduleContactsReceipts(t *testing.T) {
 	if _, err := s.GroupSubscribers(ctx, "nog"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatal(err)
 	}
-	s.SetGroupSubscribers(ctx, "g", []string{"b", "a", "b"}, 2)
+	s.SetGroupSubscribers(ctx, "g", []string{"b", "a", "b"}, "", 2)
 	if subs, _ := s.GroupSubscribers(ctx, "g"); strings.Join(subs, ",") != "a,b" {
 		t.Fatal(subs)
 	}

@@ -17,7 +17,7 @@ import (
 // lookups are the Store's caches, one per kind of answer.
 type lookups struct {
 	tokens  lookup.Cache[model.Identity]       // token hash
-	groups  lookup.Cache[bool]                 // DID: is it a group
+	groups  lookup.Cache[model.GroupDelivery]  // DID: its delivery, "" if not a group
 	routes  lookup.Cache[[]model.ContactRoute] // DID
 	blocked lookup.Cache[bool]                 // owner + "\x00" + sender
 }

@@ -86,7 +86,7 @@ func TestLookupsFollowWrites(t *testing.T) {
 	if g, err := s.IsGroup(ctx, "did:g"); err != nil || g {
 		t.Fatalf("before the group exists: IsGroup = %v, %v", g, err)
 	}
-	if err := s.SetGroupSubscribers(ctx, "did:g", nil, 1); err != nil {
+	if err := s.SetGroupSubscribers(ctx, "did:g", nil, "", 1); err != nil {
 		t.Fatal(err)
 	}
 	if g, err := s.IsGroup(ctx, "did:g"); err != nil || !g {

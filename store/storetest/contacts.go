@@ -14,6 +14,7 @@ func contactTests() []testCase {
 	return []testCase{
 		{"GroupSubscribers", testGroups},
 		{"EmptyGroupIsAGroup", testEmptyGroup},
+		{"GroupDelivery", testGroupDelivery},
 		{"Blocks", testBlocks},
 		{"Routes", testRoutes},
 	}
@@ -50,7 +51,7 @@ func testGroups(t *testing.T, s store.Store) {
 	const g2 = "did:test:group-2"
 	requireNotGroup(t, s, grp)
 
-	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{alice, bob, carol}, base), "SetGroupSubscribers")
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{alice, bob, carol}, "", base), "SetGroupSubscribers")
 	ok, err := s.IsGroup(ctx, grp)
 	requireBool(t, ok, err, true, "IsGroup after SetGroupSubscribers")
 	requireSubscribers(t, s, grp, []string{alice, bob, carol})
@@ -59,8 +60,8 @@ func testGroups(t *testing.T, s store.Store) {
 		requireBool(t, ok, err, want, fmt.Sprintf("IsSubscriber(group, %s)", did))
 	}
 
-	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{alice}, base), "SetGroupSubscribers(g2)")
-	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{carol, dave}, base+10), "SetGroupSubscribers (replace)")
+	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{alice}, "", base), "SetGroupSubscribers(g2)")
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{carol, dave}, "", base+10), "SetGroupSubscribers (replace)")
 	requireSubscribers(t, s, grp, []string{carol, dave})
 	for did, want := range map[string]bool{alice: false, bob: false, carol: true, dave: true} {
 		ok, err := s.IsSubscriber(ctx, grp, did)
@@ -81,19 +82,57 @@ func testGroups(t *testing.T, s store.Store) {
 // A group with no subscribers is still a group.
 func testEmptyGroup(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{}, base), "SetGroupSubscribers(empty)")
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{}, "", base), "SetGroupSubscribers(empty)")
 	ok, err := s.IsGroup(ctx, grp)
 	requireBool(t, ok, err, true, "IsGroup(empty group)")
 	requireSubscribers(t, s, grp, nil)
 
 	const g2 = "did:test:group-2"
-	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{alice, bob}, base), "SetGroupSubscribers")
-	requireNoError(t, s.SetGroupSubscribers(ctx, g2, nil, base+1), "SetGroupSubscribers(nil)")
+	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{alice, bob}, "", base), "SetGroupSubscribers")
+	requireNoError(t, s.SetGroupSubscribers(ctx, g2, nil, "", base+1), "SetGroupSubscribers(nil)")
 	ok, err = s.IsGroup(ctx, g2)
 	requireBool(t, ok, err, true, "IsGroup after emptying")
 	requireSubscribers(t, s, g2, nil)
 	ok, err = s.IsSubscriber(ctx, g2, alice)
 	requireBool(t, ok, err, false, "IsSubscriber after emptying")
+}
+
+func requireDelivery(t *testing.T, s store.Store, group string, want model.GroupDelivery) {
+	t.Helper()
+	got, err := s.GroupDelivery(t.Context(), group)
+	requireNoError(t, err, fmt.Sprintf("GroupDelivery(%s)", group))
+	if got != want {
+		t.Fatalf("GroupDelivery(%s) = %q, want %q", group, got, want)
+	}
+}
+
+// A group's delivery starts as members, changes only when given, and
+// survives replacing the subscribers; a DID that is no group has none.
+func testGroupDelivery(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const g2 = "did:test:group-2"
+	requireDelivery(t, s, grp, "")
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{alice}, "", base), "SetGroupSubscribers")
+	requireDelivery(t, s, grp, model.DeliverToMembers)
+
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{alice, bob}, model.DeliverToGroup, base+1), "SetGroupSubscribers(group)")
+	requireDelivery(t, s, grp, model.DeliverToGroup)
+	requireSubscribers(t, s, grp, []string{alice, bob})
+	// "" keeps it, whatever the subscribers become.
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{carol}, "", base+2), "SetGroupSubscribers(keep)")
+	requireDelivery(t, s, grp, model.DeliverToGroup)
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, nil, "", base+3), "SetGroupSubscribers(empty, keep)")
+	requireDelivery(t, s, grp, model.DeliverToGroup)
+	ok, err := s.IsGroup(ctx, grp)
+	requireBool(t, ok, err, true, "IsGroup of an empty group delivering to the group")
+
+	// A new group may start in either; groups do not share it.
+	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{bob}, model.DeliverToGroup, base), "SetGroupSubscribers(g2, group)")
+	requireDelivery(t, s, g2, model.DeliverToGroup)
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{carol}, model.DeliverToMembers, base+4), "SetGroupSubscribers(back to members)")
+	requireDelivery(t, s, grp, model.DeliverToMembers)
+	requireDelivery(t, s, g2, model.DeliverToGroup)
+	requireDelivery(t, s, alice, "")
 }
 
 func requireBlockedBy(t *testing.T, s store.Store, sender string, owners []string, want ...string) {
