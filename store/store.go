@@ -87,7 +87,6 @@ type Store interface {
 	// GroupDelivery returns how group delivers its messages, or "" if it is
 	// not a group.
 	GroupDelivery(ctx context.Context, group string) (model.GroupDelivery, error)
-	IsGroup(ctx context.Context, did string) (bool, error)
 	IsSubscriber(ctx context.Context, group, did string) (bool, error)
 	SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error
 	// BlockedBy returns which of owners block sender.

@@ -96,12 +96,6 @@ func (s *Store) GroupDelivery(ctx context.Context, group string) (model.GroupDel
 	return lookup.Remember(&s.contacts.groups, group, fill)
 }
 
-// IsGroup reports whether did is a group.
-func (s *Store) IsGroup(ctx context.Context, did string) (bool, error) {
-	d, err := s.GroupDelivery(ctx, did)
-	return d != "", err
-}
-
 // IsSubscriber reports whether did subscribes to group.
 func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, error) {
 	return s.exists(ctx, "is subscriber",

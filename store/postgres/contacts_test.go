@@ -32,11 +32,11 @@ func TestContactsAcrossNodes(t *testing.T) {
 	}
 	isGroup := func(s *postgres.Store, did string) bool {
 		t.Helper()
-		g, err := s.IsGroup(ctx, did)
+		d, err := s.GroupDelivery(ctx, did)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return g
+		return d != ""
 	}
 	blocks := func(s *postgres.Store, owner, sender string) bool {
 		t.Helper()
@@ -132,8 +132,8 @@ func TestContactsExpire(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	listen(t, a)
 	ctx := t.Context()
-	if g, err := a.IsGroup(ctx, "did:g"); err != nil || g {
-		t.Fatalf("IsGroup on an empty database: %v, %v", g, err)
+	if d, err := a.GroupDelivery(ctx, "did:g"); err != nil || d != "" {
+		t.Fatalf("GroupDelivery on an empty database: %q, %v", d, err)
 	}
 	if _, err := adminPool(t).Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "groups"}.Sanitize()+
 		" (group_did, updated_at_ms) VALUES ('did:g', 1)"); err != nil {
@@ -144,8 +144,8 @@ func TestContactsExpire(t *testing.T) {
 		want  bool
 	}{{4 * time.Second, false}, {time.Second, true}} {
 		advance(c.after)
-		if g, err := a.IsGroup(ctx, "did:g"); err != nil || g != c.want {
-			t.Fatalf("IsGroup after %s more: %v, %v; want %v", c.after, g, err, c.want)
+		if d, err := a.GroupDelivery(ctx, "did:g"); err != nil || (d != "") != c.want {
+			t.Fatalf("GroupDelivery after %s more: %q, %v; want a group: %v", c.after, d, err, c.want)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestLookupsFollowWrites(t *testing.T) {
 					return
 				default:
 				}
-				_, _ = s.IsGroup(ctx, "did:g")
+				_, _ = s.GroupDelivery(ctx, "did:g")
 				_, _ = s.BlockedBy(ctx, "did:s", []string{"did:o", "did:p"})
 				_, _ = s.Routes(ctx, "did:r")
 				_, _ = s.Token(ctx, "h")
@@ -83,13 +83,13 @@ func TestLookupsFollowWrites(t *testing.T) {
 		}
 	}
 
-	if g, err := s.IsGroup(ctx, "did:g"); err != nil || g {
-		t.Fatalf("before the group exists: IsGroup = %v, %v", g, err)
+	if d, err := s.GroupDelivery(ctx, "did:g"); err != nil || d != "" {
+		t.Fatalf("before the group exists: GroupDelivery = %q, %v", d, err)
 	}
 	if err := s.SetGroupSubscribers(ctx, "did:g", nil, "", 1); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := s.IsGroup(ctx, "did:g"); err != nil || !g {
-		t.Fatalf("after SetGroupSubscribers: IsGroup = %v, %v; want true", g, err)
+	if d, err := s.GroupDelivery(ctx, "did:g"); err != nil || d != model.DeliverToMembers {
+		t.Fatalf("after SetGroupSubscribers: GroupDelivery = %q, %v; want members", d, err)
 	}
 }

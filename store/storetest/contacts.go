@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -35,10 +36,16 @@ func requireBool(t *testing.T, got bool, err error, want bool, what string) {
 	}
 }
 
+// isGroup: a DID is a group when it has a delivery.
+func isGroup(ctx context.Context, s store.Store, did string) (bool, error) {
+	d, err := s.GroupDelivery(ctx, did)
+	return d != "", err
+}
+
 func requireNotGroup(t *testing.T, s store.Store, did string) {
 	t.Helper()
-	ok, err := s.IsGroup(t.Context(), did)
-	requireBool(t, ok, err, false, fmt.Sprintf("IsGroup(%s)", did))
+	ok, err := isGroup(t.Context(), s, did)
+	requireBool(t, ok, err, false, fmt.Sprintf("isGroup(%s)", did))
 	subs, err := s.GroupSubscribers(t.Context(), did)
 	if !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("GroupSubscribers(%s) of a non-group = %v, %v; want model.ErrNotFound", did, subs, err)
@@ -52,8 +59,8 @@ func testGroups(t *testing.T, s store.Store) {
 	requireNotGroup(t, s, grp)
 
 	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{alice, bob, carol}, "", base), "SetGroupSubscribers")
-	ok, err := s.IsGroup(ctx, grp)
-	requireBool(t, ok, err, true, "IsGroup after SetGroupSubscribers")
+	ok, err := isGroup(ctx, s, grp)
+	requireBool(t, ok, err, true, "isGroup after SetGroupSubscribers")
 	requireSubscribers(t, s, grp, []string{alice, bob, carol})
 	for did, want := range map[string]bool{alice: true, bob: true, carol: true, dave: false} {
 		ok, err := s.IsSubscriber(ctx, grp, did)
@@ -83,15 +90,15 @@ func testGroups(t *testing.T, s store.Store) {
 func testEmptyGroup(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{}, "", base), "SetGroupSubscribers(empty)")
-	ok, err := s.IsGroup(ctx, grp)
-	requireBool(t, ok, err, true, "IsGroup(empty group)")
+	ok, err := isGroup(ctx, s, grp)
+	requireBool(t, ok, err, true, "isGroup(empty group)")
 	requireSubscribers(t, s, grp, nil)
 
 	const g2 = "did:test:group-2"
 	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{alice, bob}, "", base), "SetGroupSubscribers")
 	requireNoError(t, s.SetGroupSubscribers(ctx, g2, nil, "", base+1), "SetGroupSubscribers(nil)")
-	ok, err = s.IsGroup(ctx, g2)
-	requireBool(t, ok, err, true, "IsGroup after emptying")
+	ok, err = isGroup(ctx, s, g2)
+	requireBool(t, ok, err, true, "isGroup after emptying")
 	requireSubscribers(t, s, g2, nil)
 	ok, err = s.IsSubscriber(ctx, g2, alice)
 	requireBool(t, ok, err, false, "IsSubscriber after emptying")
@@ -123,8 +130,8 @@ func testGroupDelivery(t *testing.T, s store.Store) {
 	requireDelivery(t, s, grp, model.DeliverToGroup)
 	requireNoError(t, s.SetGroupSubscribers(ctx, grp, nil, "", base+3), "SetGroupSubscribers(empty, keep)")
 	requireDelivery(t, s, grp, model.DeliverToGroup)
-	ok, err := s.IsGroup(ctx, grp)
-	requireBool(t, ok, err, true, "IsGroup of an empty group delivering to the group")
+	ok, err := isGroup(ctx, s, grp)
+	requireBool(t, ok, err, true, "isGroup of an empty group delivering to the group")
 
 	// A new group may start in either; groups do not share it.
 	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{bob}, model.DeliverToGroup, base), "SetGroupSubscribers(g2, group)")
