@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
@@ -226,5 +228,47 @@ func TestHTTPGroupDeliveredOnce(t *testing.T) {
 	e.assertUnchanged(t, before)
 	if got := ok[wire.SubscribersResult](t, e.do(t, "GET", path, e.admin, nil)); got.Delivery != model.DeliverToMembers || len(got.Subscribers) != 2 {
 		t.Fatalf("after bad input: %+v", got)
+	}
+}
+
+// Streams of several subscribers on one group's box share their reads
+// (stream_share.go), but each keeps its own access: every member is pushed
+// every message in order, and a member removed from the group loses its
+// stream at the next message while the others go on.
+func TestHTTPGroupStreamsShareReads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := "/v1/groups/" + esc(didGroup) + "/subscribers"
+	ok[wire.SubscribersResult](t, e.do(t, "PUT", path, e.admin,
+		wire.SubscribersRequest{Subscribers: []string{didAlice, didBob, didCarol}, Delivery: model.DeliverToGroup}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream := boxPath(didGroup, model.GroupInbox, "stream")
+	members := map[string]*websocket.Conn{}
+	for did, token := range map[string]string{didAlice: e.alice, didBob: e.bob, didCarol: e.carol} {
+		members[did] = dialWS(t, ctx, e, stream, token, nil)
+	}
+	texts := []string{"one", "two", "three"}
+	for _, text := range texts {
+		e.dispatch(t, groupMsg(didGroup, didAlice, text))
+	}
+	for did, ws := range members {
+		for i, want := range texts {
+			if f := readWSFrame(t, ctx, ws); f.Seq != int64(i+1) || contentOf(t, f.Msg) != want {
+				t.Fatalf("%s frame %d: seq %d %s", did, i, f.Seq, f.Msg)
+			}
+		}
+	}
+
+	ok[wire.SubscribersResult](t, e.do(t, "PUT", path, e.admin, wire.SubscribersRequest{Subscribers: []string{didAlice, didBob}}))
+	e.dispatch(t, groupMsg(didGroup, didAlice, "four"))
+	for _, did := range []string{didAlice, didBob} {
+		if f := readWSFrame(t, ctx, members[did]); f.Seq != 4 || contentOf(t, f.Msg) != "four" {
+			t.Fatalf("%s after carol left: seq %d %s", did, f.Seq, f.Msg)
+		}
+	}
+	_, b, err := members[didCarol].Read(ctx)
+	if st := websocket.CloseStatus(err); st != websocket.StatusPolicyViolation || !strings.Contains(err.Error(), "may not read") {
+		t.Fatalf("carol, no longer a member: frame %s, err %v (status %v); want the stream closed with 403's message", b, err, st)
 	}
 }

@@ -44,6 +44,7 @@ type API struct {
 	heartbeat    time.Duration
 	writeTimeout time.Duration
 	streams      *streamRegistry
+	pages        pageShare // box streams' shared reads
 
 	closeOnce sync.Once
 	closing   chan struct{}

@@ -144,24 +144,34 @@ func (a *API) boxStream(w http.ResponseWriter, r *http.Request, who model.Identi
 			return err
 		}
 	}
-	src := &source{
-		kind:  streamKindBox,
-		watch: func() <-chan struct{} { return a.svc.Watch(owner, box) },
-		fetch: func(ctx context.Context, after int64) ([]frame, error) {
-			res, err := a.svc.Sync(ctx, who, wire.SyncQuery{Owner: owner, Box: box, AfterSeq: after,
-				Limit: streamPage, WithObject: true})
+	watch := func() <-chan struct{} { return a.svc.Watch(owner, box) }
+	read := func(ctx context.Context, after int64) ([]frame, error) {
+		res, err := a.svc.Sync(ctx, who, wire.SyncQuery{Owner: owner, Box: box, AfterSeq: after,
+			Limit: streamPage, WithObject: true})
+		if err != nil {
+			return nil, err
+		}
+		out := make([]frame, 0, len(res.Items))
+		for _, it := range res.Items {
+			b, err := marshalFrame(&wire.StreamFrame{Seq: it.Record.Seq, Record: it.Record, Msg: it.Msg})
 			if err != nil {
 				return nil, err
 			}
-			out := make([]frame, 0, len(res.Items))
-			for _, it := range res.Items {
-				b, err := marshalFrame(&wire.StreamFrame{Seq: it.Record.Seq, Record: it.Record, Msg: it.Msg})
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, frame{id: it.Record.Seq, data: b})
+			out = append(out, frame{id: it.Record.Seq, data: b})
+		}
+		return out, nil
+	}
+	src := &source{
+		kind:  streamKindBox,
+		watch: watch,
+		// Every stream on the box at this cursor reads the same page; they
+		// share one read (stream_share.go), each with its access checked.
+		fetch: func(ctx context.Context, after int64) ([]frame, error) {
+			if err := a.svc.CanRead(ctx, who, owner, box); err != nil {
+				return nil, err
 			}
-			return out, nil
+			return a.pages.get(ctx, pageKey{owner, box, after}, watch,
+				func(ctx context.Context) ([]frame, error) { return read(ctx, after) })
 		},
 	}
 	if isConsumer {

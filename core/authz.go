@@ -28,6 +28,13 @@ func canAct(who model.Identity, owner string) error {
 	return model.Forbidden(fmt.Sprintf("%s may not act on boxes of %s", who.DID, owner))
 }
 
+// CanRead answers nil if who may read owner's box, as Sync would check it:
+// a caller that shares one read of a box among several readers (the API's
+// streams) asks it for each of them.
+func (s *Service) CanRead(ctx context.Context, who model.Identity, owner string, box model.BoxKind) error {
+	return s.canRead(ctx, who, owner, box)
+}
+
 // canRead: may who read owner's box?
 func (s *Service) canRead(ctx context.Context, who model.Identity, owner string, box model.BoxKind) error {
 	if canAct(who, owner) == nil {

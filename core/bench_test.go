@@ -275,3 +275,28 @@ func BenchmarkSync10000(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSyncTail: the read a box stream makes after each change, the
+// newest record of a box past the stream's cursor (limit 500, one record
+// found, with its body). Its cost is the call's fixed cost, not the rows'.
+func BenchmarkSyncTail(b *testing.B) {
+	s := newService(b, nil)
+	ctx := context.Background()
+	reader := agent("did:agent:reader")
+	for i := range 100 {
+		m := chat("did:ext:alice", []string{reader.DID}, benchText(int64(i), 100))
+		if _, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: m}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		res, err := s.Sync(ctx, reader, wire.SyncQuery{Owner: reader.DID, Box: model.Inbox,
+			AfterSeq: 99, Limit: 500, WithObject: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Items) != 1 || len(res.Items[0].Msg) == 0 {
+			b.Fatalf("sync after 99 of 100: %d items", len(res.Items))
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,17 +44,7 @@ func runLatency(ctx context.Context, c *config) error {
 
 	// got decodes a frame's marker and records its arrival.
 	got := func(f *wire.StreamFrame, at int64) {
-		i := bytes.Index(f.Msg, marker)
-		if i < 0 {
-			return
-		}
-		rest := f.Msg[i+len(marker):]
-		j := bytes.IndexByte(rest, ';')
-		if j < 0 {
-			return
-		}
-		k, err := strconv.Atoi(string(rest[:j]))
-		if err == nil && k < len(t1) {
+		if k := frameIndex(f.Msg, marker); k >= 0 && k < len(t1) {
 			t1[k].CompareAndSwap(0, at)
 		}
 	}

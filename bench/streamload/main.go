@@ -1,6 +1,7 @@
 // Command streamload measures box streams (issue 4, point 7) against a
 // running `msgcenter serve`: push latency under load, server memory per
-// idle WebSocket stream, and replay rate. It talks to the server over HTTP
+// idle WebSocket stream, replay rate, and how long a group message takes to
+// reach every streaming subscriber (issue 5). It talks to the server over HTTP
 // only; the server is started separately (see docs/benchmarks.md,
 // "Streams"), and -pid names its process so that its RSS and CPU time can be
 // read from /proc.
@@ -8,6 +9,7 @@
 //	streamload -mode latency -url http://127.0.0.1:7432 -data DIR -pid PID -streams 100 -sse 50 -rate 1000 -duration 20s
 //	streamload -mode idle    -url ... -data DIR -pid PID -conns 10000 -boxes 10000
 //	streamload -mode replay  -url ... -data DIR -pid PID -records 100000 -body 1024
+//	streamload -mode group   -url ... -data DIR -pid PID -members 1000 -sends 20 -deliveries members,group
 package main
 
 import (
@@ -45,11 +47,16 @@ type config struct {
 	records, fillWorkers, repeat int
 	owner                        string
 	transports                   string
+
+	// group
+	members, sends int
+	interval       time.Duration
+	deliveries     string
 }
 
 func main() {
 	var c config
-	mode := flag.String("mode", "", "latency, idle or replay")
+	mode := flag.String("mode", "", "latency, idle, replay or group")
 	flag.StringVar(&c.url, "url", "http://127.0.0.1:7432", "server base URL")
 	flag.StringVar(&c.token, "token", "", "admin token (default: read from -data/admin.token)")
 	flag.StringVar(&c.data, "data", "", "the server's --data directory (for admin.token)")
@@ -69,6 +76,10 @@ func main() {
 	flag.IntVar(&c.repeat, "repeat", 2, "replay: runs per transport")
 	flag.StringVar(&c.owner, "owner", "did:bench:replay", "replay: owner of the INBOX that is filled and replayed")
 	flag.StringVar(&c.transports, "transports", "sse,ws", "replay: transports to measure, in order")
+	flag.IntVar(&c.members, "members", 1000, "group: subscribers of the group, each streaming over WebSocket with a token of its own")
+	flag.IntVar(&c.sends, "sends", 20, "group: dispatches through the group, one at a time")
+	flag.DurationVar(&c.interval, "interval", 200*time.Millisecond, "group: time from one dispatch to the next")
+	flag.StringVar(&c.deliveries, "deliveries", "members,group", "group: the group deliveries to measure, in order")
 	flag.Parse()
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 
@@ -91,8 +102,10 @@ func main() {
 		err = runIdle(ctx, &c)
 	case "replay":
 		err = runReplay(ctx, &c)
+	case "group":
+		err = runGroup(ctx, &c)
 	default:
-		err = fmt.Errorf("-mode must be latency, idle or replay, got %q", *mode)
+		err = fmt.Errorf("-mode must be latency, idle, replay or group, got %q", *mode)
 	}
 	if err != nil {
 		log.Fatal(err)

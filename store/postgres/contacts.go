@@ -98,8 +98,14 @@ func (s *Store) GroupDelivery(ctx context.Context, group string) (model.GroupDel
 
 // IsSubscriber reports whether did subscribes to group.
 func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, error) {
-	return s.exists(ctx, "is subscriber",
-		"SELECT EXISTS (SELECT 1 FROM group_subscribers WHERE group_did = $1 AND subscriber = $2)", group, did)
+	fill := func() (bool, error) {
+		return s.exists(ctx, "is subscriber",
+			"SELECT EXISTS (SELECT 1 FROM group_subscribers WHERE group_did = $1 AND subscriber = $2)", group, did)
+	}
+	if !s.contacts.remembering() {
+		return fill()
+	}
+	return lookup.Remember(&s.contacts.subscribed, lookup.PairKey(group, did), fill)
 }
 
 // SetBlock makes owner block (on) or unblock blocked. Blocking twice keeps

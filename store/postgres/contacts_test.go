@@ -13,13 +13,17 @@ import (
 	"github.com/msgcenter/msgcenter/store/postgres"
 )
 
-// Two nodes on one database remember groups, routes and blocks while they
+// Two nodes on one database remember groups, members, routes and blocks while they
 // listen: a change through the other node reaches them with its
 // notification, one through the node itself at once, and a node that is not
 // listening remembers nothing.
 func TestContactsAcrossNodes(t *testing.T) {
 	schema := newSchema(t)
 	a, b, c := openStore(t, schema), openStore(t, schema), openStore(t, schema)
+	// a's clock stands still, so its answers never age out (contactsTTL):
+	// only a notification can make it forget them.
+	frozen := time.Unix(1_700_000_000, 0)
+	postgres.SetContactsClock(a, func() time.Time { return frozen })
 	ctx := t.Context()
 	stopA := listen(t, a)
 	// behind writes to the database as no node would: without a
@@ -94,6 +98,30 @@ func TestContactsAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("a group created through the other node", func() bool { return isGroup(a, "did:g2") })
+	// Membership is remembered too (a stream asks on every read of the
+	// group's box), and a member removed through b loses it on a.
+	subscribes := func(s *postgres.Store, group, did string) bool {
+		t.Helper()
+		ok, err := s.IsSubscriber(ctx, group, did)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !subscribes(a, "did:g2", "did:m") {
+		t.Fatal("did:m does not subscribe to did:g2 on a")
+	}
+	behind("DELETE FROM group_subscribers WHERE group_did = 'did:g2'")
+	if !subscribes(a, "did:g2", "did:m") {
+		t.Fatal("a listening node asked the database again for membership: it remembers nothing")
+	}
+	if err := b.SetGroupSubscribers(ctx, "did:g2", []string{"did:m2"}, "", 4); err != nil {
+		t.Fatal(err)
+	}
+	eventually("a member removed through the other node", func() bool { return !subscribes(a, "did:g2", "did:m") })
+	if !subscribes(a, "did:g2", "did:m2") {
+		t.Fatal("the member added through the other node is not seen")
+	}
 	if err := b.SetRoutes(ctx, "did:r", nil); err != nil {
 		t.Fatal(err)
 	}

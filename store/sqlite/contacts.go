@@ -17,6 +17,9 @@ import (
 // group, not a plain DID.
 func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribers []string, delivery model.GroupDelivery, nowMS int64) error {
 	defer s.lk.groups.Forget(group)
+	// Clear rather than forget: the old members are not at hand, and a
+	// group's members change far less often than they read.
+	defer s.lk.subscribed.Clear()
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		// NULLIF: "" keeps a group's delivery, and the column's default
 		// applies to a new group.
@@ -107,8 +110,10 @@ func (s *Store) GroupDelivery(ctx context.Context, group string) (model.GroupDel
 
 // IsSubscriber reports whether did subscribes to group.
 func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, error) {
-	return s.exists(ctx, "is subscriber",
-		"SELECT EXISTS (SELECT 1 FROM group_subscribers WHERE group_did = ? AND subscriber = ?)", group, did)
+	return lookup.Remember(&s.lk.subscribed, lookup.PairKey(group, did), func() (bool, error) {
+		return s.exists(ctx, "is subscriber",
+			"SELECT EXISTS (SELECT 1 FROM group_subscribers WHERE group_did = ? AND subscriber = ?)", group, did)
+	})
 }
 
 // SetBlock makes owner block (on) or unblock blocked. Blocking twice keeps

@@ -146,7 +146,11 @@ func (c *Cache[V]) Clear() {
 }
 
 // BlockKey is the key of "does owner block sender" in a Cache[bool].
-func BlockKey(owner, sender string) string { return owner + "\x00" + sender }
+func BlockKey(owner, sender string) string { return PairKey(owner, sender) }
+
+// PairKey is the key of a question about two DIDs ("does did subscribe to
+// group"). NUL cannot occur in a DID, so no two pairs share a key.
+func PairKey(a, b string) string { return a + "\x00" + b }
 
 // BlockedBy answers which of owners block sender from c, asking ask only
 // about the owners c has no answer for, and remembering what it says
