@@ -300,3 +300,41 @@ func BenchmarkSyncTail(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGroupReceipts: the read state of a group that delivers to
+// itself is a receipt per reader. Eight goroutines mark one group message
+// READED as its 1,000 members, in turn.
+func BenchmarkGroupReceipts(b *testing.B) {
+	const subs = 1000
+	s := newService(b, nil)
+	ctx := context.Background()
+	group := "did:group:g"
+	members := make([]string, subs)
+	for i := range members {
+		members[i] = fmt.Sprintf("did:agent:m%04d", i)
+	}
+	if _, err := s.SetSubscribers(ctx, admin, group, &wire.SubscribersRequest{Subscribers: members, Delivery: model.DeliverToGroup}); err != nil {
+		b.Fatal(err)
+	}
+	m := &message.Message{From: group, Source: "did:agent:author", Kind: message.KindGroupMsg,
+		Content: message.Content{Content: benchText(0, 100)}}
+	res, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: m})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	b.SetParallelism(4) // 8 goroutines on 2 CPUs
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			reader := members[i%subs]
+			if _, err := s.SetReadState(ctx, agent(reader), &wire.ReceiptRequest{MsgID: res.MsgID, ReaderDID: reader,
+				GroupID: group, Status: model.ReceiptReaded, AtMS: i}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportRate(b, 1, "receipts/s")
+}

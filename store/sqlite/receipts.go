@@ -28,17 +28,12 @@ func scanReceipt(sc scanner) (model.Receipt, error) {
 func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error) {
 	var out model.Receipt
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO receipts (`+receiptCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (msg_id, reader) DO UPDATE SET
-				iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
-				status = excluded.status, reason = excluded.reason
-			WHERE excluded.at_ms >= receipts.at_ms`,
+		_, err := tx.StmtContext(ctx, s.st.putReceipt).ExecContext(ctx,
 			r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason)
 		if err != nil {
 			return fmt.Errorf("sqlite: put receipt: %w", err)
 		}
-		out, err = scanReceipt(tx.QueryRowContext(ctx,
-			"SELECT "+receiptCols+" FROM receipts WHERE msg_id = ? AND reader = ?", r.MsgID, r.Reader))
+		out, err = scanReceipt(tx.StmtContext(ctx, s.st.getReceiptW).QueryRowContext(ctx, r.MsgID, r.Reader))
 		if err != nil {
 			return fmt.Errorf("sqlite: put receipt: %w", err)
 		}

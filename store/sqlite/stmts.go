@@ -38,6 +38,8 @@ type stmts struct {
 	advanceCAS     *sql.Stmt
 	ackConsumer    *sql.Stmt
 	lastSeqW       *sql.Stmt
+	putReceipt     *sql.Stmt // a group's read state is a receipt per reader
+	getReceiptW    *sql.Stmt
 	// group commit's per-write savepoint (commit.go)
 	savepoint, rollbackTo, release *sql.Stmt
 	bulk                           bulkStmts // record inserts, a chunk per statement (bulk.go)
@@ -95,6 +97,12 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		{&st.ackConsumer, `UPDATE consumers SET acked_seq = ?1, updated_at_ms = ?2
 			WHERE owner = ?3 AND name = ?4 AND acked_seq < ?1`},
 		{&st.lastSeqW, boxLastSeq},
+		{&st.putReceipt, `INSERT INTO receipts (` + receiptCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (msg_id, reader) DO UPDATE SET
+				iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
+				status = excluded.status, reason = excluded.reason
+			WHERE excluded.at_ms >= receipts.at_ms`},
+		{&st.getReceiptW, "SELECT " + receiptCols + " FROM receipts WHERE msg_id = ? AND reader = ?"},
 		{&st.savepoint, "SAVEPOINT w"},
 		{&st.rollbackTo, "ROLLBACK TO w"},
 		{&st.release, "RELEASE w"},
@@ -135,7 +143,7 @@ func (st *stmts) close() {
 	for _, p := range []*sql.Stmt{st.insertMsg, st.insertIdem, st.getIdem,
 		st.insertEvent, st.convUnread, st.claim, st.update,
 		st.recordState, st.consumeSched, st.consumeSchedTo, st.consumerW, st.advanceCAS,
-		st.ackConsumer, st.lastSeqW, st.savepoint, st.rollbackTo, st.release,
+		st.ackConsumer, st.lastSeqW, st.putReceipt, st.getReceiptW, st.savepoint, st.rollbackTo, st.release,
 		st.getRecord, st.getMessage, st.getConsumer, st.lastSeq, st.claimable, st.nextVisible} {
 		if p != nil {
 			p.Close()
