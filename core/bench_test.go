@@ -198,18 +198,24 @@ func BenchmarkGroupFanout1000(b *testing.B) {
 	}
 }
 
+// benchGroup makes did:group:g with n subscribers delivering d.
+func benchGroup(b *testing.B, s *Service, n int, d model.GroupDelivery) (group string, members []string) {
+	group = "did:group:g"
+	members = make([]string, n)
+	for i := range members {
+		members[i] = fmt.Sprintf("did:agent:m%04d", i)
+	}
+	if _, err := s.SetSubscribers(context.Background(), admin, group, &wire.SubscribersRequest{Subscribers: members, Delivery: d}); err != nil {
+		b.Fatal(err)
+	}
+	return group, members
+}
+
 func benchGroupFanout(b *testing.B, d model.GroupDelivery) {
 	const subs = 1000
 	s := newService(b, nil)
 	ctx := context.Background()
-	group := "did:group:g"
-	members := make([]string, subs)
-	for i := range members {
-		members[i] = fmt.Sprintf("did:agent:m%04d", i)
-	}
-	if _, err := s.SetSubscribers(ctx, admin, group, &wire.SubscribersRequest{Subscribers: members, Delivery: d}); err != nil {
-		b.Fatal(err)
-	}
+	group, _ := benchGroup(b, s, subs, d)
 	agents := subs
 	if d == model.DeliverToGroup {
 		agents = 0
@@ -308,14 +314,7 @@ func BenchmarkGroupReceipts(b *testing.B) {
 	const subs = 1000
 	s := newService(b, nil)
 	ctx := context.Background()
-	group := "did:group:g"
-	members := make([]string, subs)
-	for i := range members {
-		members[i] = fmt.Sprintf("did:agent:m%04d", i)
-	}
-	if _, err := s.SetSubscribers(ctx, admin, group, &wire.SubscribersRequest{Subscribers: members, Delivery: model.DeliverToGroup}); err != nil {
-		b.Fatal(err)
-	}
+	group, members := benchGroup(b, s, subs, model.DeliverToGroup)
 	m := &message.Message{From: group, Source: "did:agent:author", Kind: message.KindGroupMsg,
 		Content: message.Content{Content: benchText(0, 100)}}
 	res, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: m})
