@@ -13,10 +13,10 @@ import (
 	"github.com/msgcenter/msgcenter/store/postgres"
 )
 
-// Two nodes on one database remember groups, members, routes and blocks while they
-// listen: a change through the other node reaches them with its
-// notification, one through the node itself at once, and a node that is not
-// listening remembers nothing.
+// Two nodes on one database remember groups, members, routes and blocks
+// while they listen: a change through the other node reaches them with its
+// notification, one through the node itself at once, and a node that is
+// not listening remembers nothing.
 func TestContactsAcrossNodes(t *testing.T) {
 	schema := newSchema(t)
 	a, b, c := openStore(t, schema), openStore(t, schema), openStore(t, schema)

@@ -8,11 +8,11 @@ import (
 	"github.com/msgcenter/msgcenter/store/internal/lookup"
 )
 
-// A node's memory of the lookups every send makes and that almost never
-// change: whether a DID is a group, a DID's routes, who blocks whom, who
-// subscribes to a group. They
-// were three round trips per send, outside the group transaction, and
-// without them a send went through in 25–30% less server CPU.
+// A node's memory of the lookups that almost never change: whether a DID
+// is a group, a DID's routes, who blocks whom (three round trips per send,
+// outside the group transaction; without them a send went through in
+// 25–30% less server CPU), and who subscribes to a group (asked on every
+// read of a group's box, by each stream on it).
 //
 // The SQLite store keeps such answers until its own writes forget them;
 // a PostgreSQL node cannot see other nodes' writes, so it remembers only

@@ -103,14 +103,16 @@ func stateFilter(b *strings.Builder, args []any, states []model.State) []any {
 	if len(states) == 0 {
 		return args
 	}
-	n := 0
-	for i, st := range states {
-		if !slices.Contains(states[:i], st) {
+	// Checked against the distinct states so far (a handful), not the
+	// whole list: a caller may list thousands.
+	var distinct []model.State
+	for _, st := range states {
+		if !slices.Contains(distinct, st) {
+			distinct = append(distinct, st)
 			args = append(args, string(st))
-			n++
 		}
 	}
-	b.WriteString(" AND state IN (" + placeholders(n) + ")")
+	b.WriteString(" AND state IN (" + placeholders(len(distinct)) + ")")
 	return args
 }
 
