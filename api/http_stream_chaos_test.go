@@ -263,3 +263,46 @@ func TestStreamSlowClientCutOff(t *testing.T) {
 	wg.Wait()
 	t.Logf("slow client cut off after %d of %d frames; the others received all", last, total)
 }
+
+// TestStreamDeadClientDropped: a WebSocket client that stops reading
+// altogether, so that not even the close frame gets through, is dropped
+// once the frame in flight is past its grace (the write timeout plus twice
+// it, at least 5 s): its stream ends and the owner shows offline, while
+// the client's socket is still open.
+func TestStreamDeadClientDropped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the 5 s grace of a frame in flight")
+	}
+	t.Parallel()
+	e := newEnvWith(t, api.Options{StreamWriteTimeout: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	dead := dialWS(t, ctx, e, boxPath(didAlice, model.Inbox, "stream"), e.alice,
+		&websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}})
+	defer dead.CloseNow()
+	presence := func() wire.PresenceResult {
+		return ok[wire.PresenceResult](t, e.do(t, "GET", "/v1/owners/"+esc(didAlice)+"/presence", e.alice, nil))
+	}
+	for presence().Streams == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the stream never showed in alice's presence")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// More than the kernel buffers of both ends hold, so a write blocks.
+	e.produce(t, "d", 200, 4, 32<<10).Wait()
+	sent := time.Now()
+	// Expected about 5.3 s after the write blocked; nothing but that
+	// frame's deadline ends the writer's wait, so without it the stream
+	// would stay up for good.
+	for presence().Online {
+		if time.Since(sent) > 15*time.Second {
+			t.Fatal("the server kept the stream of a client that reads nothing")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("dropped %s after the last send", time.Since(sent).Round(time.Millisecond))
+}

@@ -53,6 +53,9 @@ type wsSink struct {
 	done       chan struct{} // closed when the writer has returned
 	code       websocket.StatusCode
 	reason     string
+	// The writer's timers (writeLoop): slow marks the client too slow,
+	// hard drops the connection.
+	slow, hard *time.Timer
 }
 
 // breakWith ends the stream with err, unless it already ended.
@@ -103,8 +106,24 @@ func (s *wsSink) heartbeat(ctx context.Context) error {
 
 // writeLoop writes queued frames until told to stop, then closes the
 // connection with the stored status.
+//
+// The frames' deadlines are two timers per connection, armed for each
+// frame, and ctx ending closes the connection (so a write in flight ends)
+// through one AfterFunc for the whole stream. A context with a deadline per
+// frame cost three timers and a context per frame, and on a group's
+// GROUP_INBOX a frame goes to every subscriber at once: they were a tenth
+// of the server's CPU per push.
 func (s *wsSink) writeLoop(ctx context.Context) {
 	defer close(s.done)
+	stop := context.AfterFunc(ctx, func() { _ = s.c.CloseNow() })
+	defer stop()
+	s.slow = time.AfterFunc(time.Hour, func() { s.breakWith(errTooSlow) })
+	s.slow.Stop()
+	s.hard = time.AfterFunc(time.Hour, func() { _ = s.c.CloseNow() })
+	s.hard.Stop()
+	defer s.slow.Stop()
+	defer s.hard.Stop()
+	ctx = context.WithoutCancel(ctx) // no Done: the websocket sets up no timer of its own
 	for {
 		select {
 		case <-s.stop:
@@ -131,11 +150,11 @@ func (s *wsSink) writeLoop(ctx context.Context) {
 // write writes one frame, marking the client too slow when it takes longer
 // than the timeout; false when the connection is gone.
 func (s *wsSink) write(ctx context.Context, b []byte) bool {
-	wctx, cancel := context.WithTimeout(ctx, s.timeout+max(2*s.timeout, wsMinGrace))
-	slow := time.AfterFunc(s.timeout, func() { s.breakWith(errTooSlow) })
-	err := s.c.Write(wctx, websocket.MessageText, b)
-	slow.Stop()
-	cancel()
+	s.slow.Reset(s.timeout)
+	s.hard.Reset(s.timeout + max(2*s.timeout, wsMinGrace))
+	err := s.c.Write(ctx, websocket.MessageText, b)
+	s.slow.Stop()
+	s.hard.Stop()
 	if err != nil {
 		_ = s.c.CloseNow()
 		return false
