@@ -83,14 +83,14 @@ func (k bulkKind) sql(rows int) string {
 
 // bulkStmts holds each kind prepared on the writer for every shape.
 type bulkStmts struct {
-	probe, records, boxes, events, convs [bulkShapes]*sql.Stmt
+	probe, msgs, records, boxes, events, convs [bulkShapes]*sql.Stmt
 }
 
 func (b *bulkStmts) prepare(ctx context.Context, w *sql.DB) error {
 	for _, k := range []struct {
 		to   *[bulkShapes]*sql.Stmt
 		kind bulkKind
-	}{{&b.probe, bulkProbe}, {&b.records, bulkRecords},
+	}{{&b.probe, bulkProbe}, {&b.msgs, bulkMsgRecords}, {&b.records, bulkRecords},
 		{&b.boxes, bulkBoxes}, {&b.events, bulkEvents}, {&b.convs, bulkConvs}} {
 		for i := range bulkShapes {
 			q := k.kind.sql(1 << i)
@@ -105,7 +105,7 @@ func (b *bulkStmts) prepare(ctx context.Context, w *sql.DB) error {
 }
 
 func (b *bulkStmts) close() {
-	for _, set := range []*[bulkShapes]*sql.Stmt{&b.probe, &b.records, &b.boxes, &b.events, &b.convs} {
+	for _, set := range []*[bulkShapes]*sql.Stmt{&b.probe, &b.msgs, &b.records, &b.boxes, &b.events, &b.convs} {
 		for _, st := range set {
 			if st != nil {
 				st.Close()
@@ -141,6 +141,9 @@ type recordSet struct {
 	recs  []model.Record
 	nowMS int64
 	res   *store.ApplyResult
+	// copies: the records copy records already stored (a consumer's), so
+	// asking whether their messages have records would only cost a seek.
+	copies bool
 }
 
 // newRecord is a record about to be inserted, with its set's time.
@@ -157,19 +160,15 @@ type newRecord struct {
 // one after the other, in fewer statements. Apply and AdvanceConsumer
 // share it, so a record reaches a box the same way whatever put it there.
 func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
-	var all []model.Record
-	if len(sets) == 1 {
-		all = sets[0].recs
-	} else {
-		for _, set := range sets {
-			all = append(all, set.recs...)
-		}
-	}
-	existing, last, err := w.probe(ctx, all)
+	existing, last, err := w.lookup(ctx, sets)
 	if err != nil {
 		return err
 	}
-	fresh := make([]newRecord, 0, len(all))
+	n := 0
+	for _, set := range sets {
+		n += len(set.recs)
+	}
+	fresh := make([]newRecord, 0, n)
 	var boxes []boxKey // those that get records, in order of first use
 	used := make(map[boxKey]bool, len(last))
 	for _, set := range sets {
@@ -205,10 +204,64 @@ func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
 	if err := w.writeSeqs(ctx, boxes, last); err != nil {
 		return err
 	}
+	for _, k := range boxes {
+		w.seqs.set(w.tx, k, last[k])
+	}
 	if err := w.createdEvents(ctx, fresh); err != nil {
 		return err
 	}
 	return w.conversations(ctx, fresh)
+}
+
+// lookup reports which records of the sets are stored already and the
+// last seq of each of their boxes, probing only the records whose message
+// some record refers to and those of boxes the writer does not remember
+// (seqcache.go).
+func (w *txWriter) lookup(ctx context.Context, sets []recordSet) (map[string]bool, map[boxKey]int64, error) {
+	var ids []string
+	asked := make(map[string]bool)
+	for _, set := range sets {
+		for _, r := range set.recs {
+			if !set.copies && !asked[r.MsgID] {
+				asked[r.MsgID] = true
+				ids = append(ids, r.MsgID)
+			}
+		}
+	}
+	referred, err := w.msgsWithRecords(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	last := make(map[boxKey]int64)
+	var need []model.Record
+	for _, set := range sets {
+		for _, r := range set.recs {
+			k := boxKey{r.Owner, r.BoxKind}
+			if set.copies || referred[r.MsgID] {
+				need = append(need, r)
+				continue
+			}
+			if _, ok := last[k]; ok {
+				continue
+			}
+			if v, ok := w.seqs.get(w.tx, k); ok {
+				last[k] = v
+				continue
+			}
+			need = append(need, r)
+		}
+	}
+	if len(need) == 0 {
+		return make(map[string]bool), last, nil
+	}
+	existing, probed, err := w.probe(ctx, need)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, v := range probed {
+		last[k] = v
+	}
+	return existing, last, nil
 }
 
 // probe reports which of recs are stored already and the last seq of

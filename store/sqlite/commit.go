@@ -287,6 +287,7 @@ func (s *Store) commitTx(tx *sql.Tx) error {
 		s.rollbackConn()
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
+	s.seqs.commit(tx)
 	s.committed()
 	return nil
 }
@@ -333,6 +334,7 @@ func (s *Store) runGroup(live []*writeReq) (errs []error, err error) {
 		held := len(s.deferred)
 		if errs[i] = r.fn(context.WithoutCancel(r.ctx), tx); errs[i] != nil {
 			s.dropDeferred(held)
+			s.seqs.forget()
 			if _, err := s.pt.rb.ExecContext(bg); err != nil {
 				return nil, err
 			}

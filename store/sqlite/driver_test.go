@@ -352,6 +352,7 @@ func TestQueryPlans(t *testing.T) {
 		{sqlNextVisible, "records_box_state (owner=? AND box=? AND state=?)"},
 		{bulkProbe.sql(4), "SEARCH r USING COVERING INDEX sqlite_autoindex_records_1 (record_id=?)"},
 		{bulkProbe.sql(4), "SEARCH b USING PRIMARY KEY (owner=? AND box=?)"},
+		{bulkMsgRecords.sql(4), "SEARCH r EXISTS USING COVERING INDEX records_msg (msg_id=?)"},
 	} {
 		args := make([]any, strings.Count(c.q, "?")) // the bulk statements' parameters
 		for i := range args {

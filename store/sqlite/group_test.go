@@ -68,7 +68,7 @@ func TestGroupApplyInsertsRecordsTogether(t *testing.T) {
 				BoxKind: model.Inbox, MsgID: msg(99), State: model.Unread}
 			wg.Go(func() {
 				s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
-					s.deferred = append(s.deferred, recordSet{[]model.Record{lost}, 1, &store.ApplyResult{}})
+					s.deferred = append(s.deferred, recordSet{recs: []model.Record{lost}, nowMS: 1, res: &store.ApplyResult{}})
 					return model.Conflict("x", "failed after its records were queued")
 				})
 			})

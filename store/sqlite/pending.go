@@ -181,6 +181,7 @@ func (s *Store) commitPending() error {
 		s.rollbackConn()
 		return s.recoverAfter(fmt.Errorf("sqlite: commit: %w", err))
 	}
+	s.seqs.commit(tx)
 	clear(s.pt.writes)
 	s.pt.writes = s.pt.writes[:0]
 	s.uncommitted.Store(false)

@@ -57,7 +57,7 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *sto
 		}
 	}
 	if len(p.Records) > 0 {
-		s.deferred = append(s.deferred, recordSet{p.Records, p.NowMS, res})
+		s.deferred = append(s.deferred, recordSet{recs: p.Records, nowMS: p.NowMS, res: res})
 	}
 	return nil
 }
@@ -192,12 +192,14 @@ type txWriter struct {
 	ctx context.Context
 	tx  *sql.Tx
 	st  *stmts
+	// seqs is the writer's memory of box counters (seqcache.go)
+	seqs *seqCache
 	// bound copies, by parent statement
 	insertEvent, convUnread, claim, update *sql.Stmt
 }
 
 func (s *Store) txStmts(ctx context.Context, tx *sql.Tx) *txWriter {
-	return &txWriter{ctx: ctx, tx: tx, st: &s.st}
+	return &txWriter{ctx: ctx, tx: tx, st: &s.st, seqs: &s.seqs}
 }
 
 func (w *txWriter) bind(slot **sql.Stmt, parent *sql.Stmt) *sql.Stmt {
