@@ -14,7 +14,10 @@ import (
 //
 //   - A message no record refers to has none of its records stored, so one
 //     index seek per message (records_msg) stands for a seek per record.
-//     Nearly every send is of a new message.
+//     Nearly every send is of a new message. This rests on a record's id
+//     being derived from its message's id (model.RecordID), as the core
+//     does: a caller of the store giving a record of another message the
+//     same id would get a constraint error, not "existing".
 //   - The writer is the only one that advances box counters (box_seqs), so
 //     it can remember what it wrote, as long as it forgets what a rollback
 //     undid.
