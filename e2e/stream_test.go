@@ -115,12 +115,26 @@ func runStreamScenario(t *testing.T, sc streamScenario) {
 	// Producers: post_send, retried until acknowledged (a message's id is
 	// its content's hash, so a retry of one that did land adds nothing).
 	var posted atomic.Int64
+	var wsCuts, sseCuts atomic.Int64
+	// The producers keep pace with the cuts: while the clients have been
+	// cut fewer times than the messages posted so far call for (the last
+	// cut is due before the last message), each producer waits a little
+	// before its next post. Without it a fast server had both clients read
+	// everything before their last few cuts. Slowed, not stopped: a cut
+	// comes only to a client that has read something since its last.
+	behind := func() bool {
+		c := min(wsCuts.Load(), sseCuts.Load())
+		return c < int64(sc.cuts) && posted.Load()*int64(sc.cuts+1) >= (c+1)*int64(sc.total)
+	}
 	var prod sync.WaitGroup
 	const workers = 8
 	for w := range workers {
 		cl := sc.producers[w%len(sc.producers)]
 		prod.Go(func() {
 			for i := w; i < sc.total; i += workers {
+				if behind() {
+					time.Sleep(5 * time.Millisecond)
+				}
 				m := &message.Message{From: "did:stream:sender", To: []string{streamRcpt}, Kind: message.KindChat,
 					Content: message.Content{Content: fmt.Sprintf("%d #%d", run, i)}}
 				for {
@@ -140,7 +154,6 @@ func runStreamScenario(t *testing.T, sc streamScenario) {
 	ws := &tally{name: "WebSocket", texts: map[string]bool{}}
 	sse := &tally{name: "SSE (SDK)", texts: map[string]bool{}}
 	var cons sync.WaitGroup
-	var wsCuts, sseCuts atomic.Int64
 	cons.Go(func() { followWS(ctx, t, sc, ws, &wsCuts) })
 	cons.Go(func() { followSDK(ctx, t, sc, sse, &sseCuts) })
 
