@@ -13,9 +13,9 @@ package api
 //
 // The cursor only moves past what was handed to the client, and the next read
 // starts exactly there, so the switch from replay to live can neither skip
-// nor repeat a record. Nothing is buffered beyond one page plus (WebSocket) a
-// small queue, and every write has a deadline: a client that does not keep up
-// is disconnected and resumes from its own cursor later.
+// nor repeat a record. Nothing is buffered beyond one page, and every write
+// has a deadline: a client that does not keep up is disconnected and
+// resumes from its own cursor later.
 
 import (
 	"context"

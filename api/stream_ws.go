@@ -20,42 +20,57 @@ import (
 // frame in flight, so that it can still read why it is cut off.
 const wsMinGrace = 5 * time.Second
 
-// wsQueueFrames bounds the frames waiting for the WebSocket writer. With the
-// page being read, that is all the memory a connection can hold.
-const wsQueueFrames = 32
-
-// wsCtrlFrames bounds the control frames (answers to client frames)
-// waiting for the writer. A client that sends faster than it reads the
-// answers stops being read, which TCP pushes back to it.
-const wsCtrlFrames = 8
-
-// wsSink hands frames to a writer goroutine through a small queue, which
-// gives back-pressure: a client that reads slowly but steadily slows the
-// stream down. One that stops reading is noticed by the writer: a frame that
-// has not gone out within the write timeout marks the client too slow, the
-// stream stops, queued frames are dropped and the close frame (1008 "client
-// too slow") follows as soon as the frame in flight is through. If that frame
-// is not through within twice the timeout more (at least wsMinGrace), the
+// wsSink writes frames on the goroutine that asks: the pump writes the
+// records, the reader its answers to the client's frames, one frame at a
+// time. A write blocks while the client does not take it, which gives
+// back-pressure: a client that reads slowly but steadily slows the stream
+// down. One that stops reading is noticed by the frame's timers: a frame
+// that has not gone out within the write timeout marks the client too
+// slow, the stream stops and the close frame (1008 "client too slow")
+// follows as soon as the frame in flight is through. If that frame is not
+// through within twice the timeout more (at least wsMinGrace), the
 // connection is dropped.
 //
-// The writer is the only goroutine that writes data frames: the reader
-// hands it its answers (ctrl) and never waits on the connection itself.
+// Writing on the pump rather than handing frames to a writer goroutine
+// saves a goroutine per connection (its stack was a fifth of an idle
+// stream's memory) and a wake-up per frame, which a group's GROUP_INBOX
+// pays once per subscriber for each message.
 type wsSink struct {
-	c          *websocket.Conn
-	timeout    time.Duration
-	closing    <-chan struct{}
-	queue      chan []byte
-	ctrl       chan []byte
+	c       *websocket.Conn
+	timeout time.Duration
+	closing <-chan struct{}
+	// wctx is the connection's context without its Done, for writes: the
+	// websocket sets up no timer of its own for a context that cannot end,
+	// and the connection's end still cuts a write short by closing the
+	// connection (serveWebSocket).
+	wctx       context.Context
 	broken     chan struct{} // closed when the stream cannot go on (brokenErr)
 	brokenOnce sync.Once
 	brokenErr  error
-	stop       chan struct{} // closed to make the writer close the connection
-	done       chan struct{} // closed when the writer has returned
+	// mu makes writes one at a time: they share the timers, and ending
+	// stops answers.
+	mu sync.Mutex
+	// slow marks the client too slow, hard drops the connection: two
+	// timers per connection armed for each frame. A context with a
+	// deadline per frame cost three timers and a context per frame, and
+	// on a group's GROUP_INBOX a frame goes to every subscriber at once:
+	// they were a tenth of the server's CPU per push.
+	slow, hard *time.Timer
+	ended      bool // the close handshake has begun: no more frames
 	code       websocket.StatusCode
 	reason     string
-	// The writer's timers (writeLoop): slow marks the client too slow,
-	// hard drops the connection.
-	slow, hard *time.Timer
+	// onSlow counts a client found too slow, when it is found: the frame
+	// in flight may take a while yet.
+	onSlow func()
+}
+
+func newWSSink(ctx context.Context, c *websocket.Conn, timeout time.Duration, closing <-chan struct{}) *wsSink {
+	s := &wsSink{c: c, timeout: timeout, closing: closing, wctx: context.WithoutCancel(ctx), broken: make(chan struct{})}
+	s.slow = time.AfterFunc(time.Hour, func() { s.breakWith(errTooSlow) })
+	s.slow.Stop()
+	s.hard = time.AfterFunc(time.Hour, func() { _ = c.CloseNow() })
+	s.hard.Stop()
+	return s
 }
 
 // breakWith ends the stream with err, unless it already ended.
@@ -63,28 +78,59 @@ func (s *wsSink) breakWith(err error) {
 	s.brokenOnce.Do(func() {
 		s.brokenErr = err
 		close(s.broken)
+		if err == errTooSlow && s.onSlow != nil {
+			s.onSlow()
+		}
 	})
 }
 
 func (s *wsSink) send(ctx context.Context, frames []frame) error {
 	for _, f := range frames {
 		select {
-		case s.queue <- f.data:
 		case <-s.broken:
 			return s.brokenErr
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.closing:
 			return errClosing
-		case <-s.done:
-			return &clientError{errors.New("websocket writer ended")}
+		default:
+		}
+		if err := s.write(f.data); err != nil {
+			select {
+			case <-s.broken: // the hard timer's doing: say why
+				return s.brokenErr
+			default:
+				return &clientError{err}
+			}
 		}
 	}
 	return nil
 }
 
-// interrupted ends the pump's wait when the writer found the client slow,
-// or the reader found a reason to end the stream.
+// errEnded is a write after the close handshake began.
+var errEnded = errors.New("websocket stream ended")
+
+// write writes one frame, marking the client too slow when it takes longer
+// than the timeout. A failed write closes the connection.
+func (s *wsSink) write(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return errEnded
+	}
+	s.slow.Reset(s.timeout)
+	s.hard.Reset(s.timeout + max(2*s.timeout, wsMinGrace))
+	err := s.c.Write(s.wctx, websocket.MessageText, b)
+	s.slow.Stop()
+	s.hard.Stop()
+	if err != nil {
+		_ = s.c.CloseNow()
+	}
+	return err
+}
+
+// interrupted ends the pump's wait when a frame's timer found the client
+// slow, or the reader found a reason to end the stream.
 func (s *wsSink) interrupted() <-chan struct{} { return s.broken }
 
 // cause is why: only valid once interrupted() is closed.
@@ -97,88 +143,35 @@ func (s *wsSink) heartbeat(ctx context.Context) error {
 	defer cancel()
 	if err := s.c.Ping(ctx); err != nil {
 		if ctx.Err() != nil {
-			return errTooSlow
+			s.breakWith(errTooSlow)
+			return s.brokenErr
 		}
 		return &clientError{err}
 	}
 	return nil
 }
 
-// writeLoop writes queued frames until told to stop, then closes the
-// connection with the stored status.
-//
-// The frames' deadlines are two timers per connection, armed for each
-// frame, and ctx ending closes the connection (so a write in flight ends)
-// through one AfterFunc for the whole stream. A context with a deadline per
-// frame cost three timers and a context per frame, and on a group's
-// GROUP_INBOX a frame goes to every subscriber at once: they were a tenth
-// of the server's CPU per push.
-func (s *wsSink) writeLoop(ctx context.Context) {
-	defer close(s.done)
-	stop := context.AfterFunc(ctx, func() { _ = s.c.CloseNow() })
-	defer stop()
-	s.slow = time.AfterFunc(time.Hour, func() { s.breakWith(errTooSlow) })
-	s.slow.Stop()
-	s.hard = time.AfterFunc(time.Hour, func() { _ = s.c.CloseNow() })
-	s.hard.Stop()
-	defer s.slow.Stop()
-	defer s.hard.Stop()
-	ctx = context.WithoutCancel(ctx) // no Done: the websocket sets up no timer of its own
-	for {
-		select {
-		case <-s.stop:
-			s.finish()
-			return
-		default:
-		}
-		select {
-		case <-s.stop:
-			s.finish()
-			return
-		case b := <-s.queue:
-			if !s.write(ctx, b) {
-				return
-			}
-		case b := <-s.ctrl:
-			if !s.write(ctx, b) {
-				return
-			}
-		}
-	}
-}
-
-// write writes one frame, marking the client too slow when it takes longer
-// than the timeout; false when the connection is gone.
-func (s *wsSink) write(ctx context.Context, b []byte) bool {
-	s.slow.Reset(s.timeout)
-	s.hard.Reset(s.timeout + max(2*s.timeout, wsMinGrace))
-	err := s.c.Write(ctx, websocket.MessageText, b)
-	s.slow.Stop()
-	s.hard.Stop()
-	if err != nil {
-		_ = s.c.CloseNow()
-		return false
-	}
-	return true
-}
-
-// answer hands a control frame to the writer. It waits while the writer's
-// control queue is full, which stops reading a client that sends faster
-// than it reads, and gives up when the stream ends.
+// answer writes a control frame, the answer to a client's frame, on the
+// reader's goroutine. While the client does not take it the reader stops
+// reading, which TCP pushes back to a client that sends faster than it
+// reads; the frame's timers end that as they end a slow stream.
 func (s *wsSink) answer(f wire.StreamControlFrame) {
 	b, err := marshalFrame(f)
 	if err != nil {
 		return
 	}
-	select {
-	case s.ctrl <- b:
-	case <-s.broken:
-	case <-s.stop:
-	case <-s.done:
-	}
+	_ = s.write(b) // a failed write closed the connection: the reader's next read ends
 }
 
+// finish closes the connection with the stored status, once the frame in
+// flight (an answer) is through. The close handshake runs without the
+// lock: the reader has to go on reading to see the client's close frame.
 func (s *wsSink) finish() {
+	s.mu.Lock()
+	s.ended = true
+	s.slow.Stop()
+	s.hard.Stop()
+	s.mu.Unlock()
 	if s.code == 0 {
 		_ = s.c.CloseNow()
 		return
@@ -217,10 +210,15 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, st *streamS
 	c.SetReadLimit(4 << 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := &wsSink{c: c, timeout: a.writeTimeout, closing: a.closing, queue: make(chan []byte, wsQueueFrames),
-		ctrl: make(chan []byte, wsCtrlFrames), broken: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	// The connection's end (the reader's, or the pump's return) closes it,
+	// which ends a write in flight.
+	stop := context.AfterFunc(ctx, func() { _ = c.CloseNow() })
+	defer stop()
+	s := newWSSink(ctx, c, a.writeTimeout, a.closing)
+	if a.metrics != nil {
+		s.onSlow = func() { a.metrics.streamSlow(st.src.kind) }
+	}
 	go a.readLoop(ctx, cancel, r, st.src, s)
-	go s.writeLoop(ctx)
 
 	err = a.pump(ctx, st, s)
 	var refused *ackRefused
@@ -228,10 +226,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, st *streamS
 	case errors.Is(err, errClosing):
 		s.code, s.reason = websocket.StatusGoingAway, "server shutting down"
 	case errors.Is(err, errTooSlow):
-		s.code, s.reason = websocket.StatusPolicyViolation, errTooSlow.Error()
-		if a.metrics != nil {
-			a.metrics.streamSlow(st.src.kind)
-		}
+		s.code, s.reason = websocket.StatusPolicyViolation, errTooSlow.Error() // counted by onSlow
 	case errors.As(err, &refused):
 		d := a.errorBody(r, refused.err).Error
 		s.code, s.reason = websocket.StatusPolicyViolation, "ack refused: "+d.Code+": "+d.Message
@@ -247,8 +242,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, st *streamS
 	if len(s.reason) > 120 {
 		s.reason = s.reason[:120] // a close reason must fit in a control frame
 	}
-	close(s.stop)
-	<-s.done
+	s.finish()
 }
 
 // ackRefused ends a consumer stream whose ack can never succeed.

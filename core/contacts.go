@@ -57,7 +57,7 @@ func (s *Service) SetSubscribers(ctx context.Context, who model.Identity, group 
 // Subscribers lists a group's subscribers to the group, its members and
 // admins.
 func (s *Service) Subscribers(ctx context.Context, who model.Identity, group string) (*wire.SubscribersResult, error) {
-	if canAct(who, group) != nil {
+	if !acts(who, group) {
 		ok, err := s.st.IsSubscriber(ctx, group, who.DID)
 		if err != nil {
 			return nil, err
