@@ -212,3 +212,42 @@ func readWSFrameRawKeys(frames []wire.StreamFrame) string {
 	}
 	return ""
 }
+
+// TestHTTPConsumerStreamAckEveryFrame: a client on one goroutine acks
+// each record as it reads it, so its acks reach the server while the
+// pump is writing pages and the answers share the connection with the
+// records: every record and every answer arrives, in order, and the
+// stored cursor ends at the last record.
+func TestHTTPConsumerStreamAckEveryFrame(t *testing.T) {
+	t.Parallel()
+	const total = 1200 // more than two pages
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e.createConsumer(t, e.alice, wire.ConsumerRequest{Name: "feed", SourceOwner: didAlice, SourceBox: "INBOX"})
+	e.produce(t, "m", total, 8, 2000).Wait()
+	e.pump(t)
+	ws := dialWS(t, ctx, e, boxPath(didAlice, model.ConsumerBox("feed"), "stream"), e.alice, nil)
+	var seq, acked int64
+	for seq < total || acked < total {
+		m := readWSRaw(t, ctx, ws)
+		if m["type"] != nil {
+			var f wire.StreamControlFrame
+			b, _ := json.Marshal(m)
+			if err := json.Unmarshal(b, &f); err != nil || f.Type != wire.StreamAcked || f.Seq <= acked {
+				t.Fatalf("answer %s after cursor %d (%v)", b, acked, err)
+			}
+			acked = f.Seq
+			continue
+		}
+		var s int64
+		if err := json.Unmarshal(m["seq"], &s); err != nil || s != seq+1 {
+			t.Fatalf("record seq %s after %d (%v)", m["seq"], seq, err)
+		}
+		seq = s
+		writeWS(t, ctx, ws, fmt.Sprintf(`{"type":"ack","seq":%d}`, seq))
+	}
+	if c := e.consumer(t, e.alice, didAlice, "feed"); c.AckedSeq != total {
+		t.Fatalf("consumer after %d acks: %+v", total, c)
+	}
+}

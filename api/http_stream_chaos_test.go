@@ -173,9 +173,10 @@ func TestStreamChaosResume(t *testing.T) {
 }
 
 // TestStreamSlowClientCutOff: a WebSocket client that stops reading is
-// disconnected with 1008 "client too slow" once the server's queue has
-// been full for the write timeout, while a normal WebSocket client and a
-// normal SSE client of the same box receive everything.
+// disconnected with 1008 "client too slow" once a frame has waited for it
+// longer than the write timeout, and counted once as such, while a normal
+// WebSocket client and a normal SSE client of the same box receive
+// everything.
 func TestStreamSlowClientCutOff(t *testing.T) {
 	t.Parallel()
 	const total = 200
@@ -261,6 +262,9 @@ func TestStreamSlowClientCutOff(t *testing.T) {
 	}
 	prod.Wait()
 	wg.Wait()
+	if m := string(e.do(t, "GET", "/metrics", "", nil).body); !strings.Contains(m, `msgcenter_stream_slow_disconnects_total{kind="box"} 1`+"\n") {
+		t.Errorf("after the close the slow-disconnect counter should still be 1:\n%s", grepLines(m, "slow_disconnects"))
+	}
 	t.Logf("slow client cut off after %d of %d frames; the others received all", last, total)
 }
 
@@ -305,4 +309,15 @@ func TestStreamDeadClientDropped(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("dropped %s after the last send", time.Since(sent).Round(time.Millisecond))
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -118,6 +118,14 @@ func (s *wsSink) write(b []byte) error {
 	if s.ended {
 		return errEnded
 	}
+	// Not after the stream broke: a write waiting here behind the frame
+	// that found the client too slow would otherwise go out before the
+	// close frame, and hold the close up for another timeout.
+	select {
+	case <-s.broken:
+		return s.brokenErr
+	default:
+	}
 	s.slow.Reset(s.timeout)
 	s.hard.Reset(s.timeout + max(2*s.timeout, wsMinGrace))
 	err := s.c.Write(s.wctx, websocket.MessageText, b)
@@ -183,8 +191,8 @@ func (s *wsSink) finish() {
 // the SSE data (record frames, without a "type" member).
 //
 // A reader goroutine reads what the client sends; reading is also what
-// answers pings and notices a close, so it runs for the whole connection
-// and never writes itself (answers go through the writer's control queue).
+// answers pings and notices a close, so it runs for the whole connection.
+// It writes its answers itself, one frame at a time with the pump's.
 // On a durable consumer's box stream the client may send
 // {"type":"ack","seq":N}: the consumer's cursor advances (as POST
 // /v1/consumers/{owner}/{name}/ack) and the server answers
@@ -242,6 +250,10 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, st *streamS
 	if len(s.reason) > 120 {
 		s.reason = s.reason[:120] // a close reason must fit in a control frame
 	}
+	// The stream ends for err: an answer still in flight that the slow
+	// timer catches now must not count as a slow client, and no answer
+	// starts after it.
+	s.breakWith(err)
 	s.finish()
 }
 
