@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -102,6 +103,44 @@ func TestRecordIDDeterministic(t *testing.T) {
 			t.Fatalf("collision: %s", o)
 		}
 		seen[o] = true
+	}
+}
+
+func TestRecordIDLocatesItsMessage(t *testing.T) {
+	t.Parallel()
+	msg := "cymsg:0123456789abcdef" + strings.Repeat("e", 48)
+	id := RecordID("did:a", Inbox, msg, "")
+	if len(id) != len("cyrec:")+32+LocatorHex || !strings.HasPrefix(id, "cyrec:") {
+		t.Fatalf("RecordID = %q, want cyrec: and 48 hex digits", id)
+	}
+	loc, ok := RecordLocator(id)
+	if !ok || loc != "cymsg:0123456789abcdef" {
+		t.Fatalf("RecordLocator(%s) = %q, %v", id, loc, ok)
+	}
+	if !RecordLocates(id, msg) {
+		t.Fatalf("RecordLocates(%s, its message) = false", id)
+	}
+	if RecordLocates(id, "cymsg:0123456789abcdee"+strings.Repeat("e", 48)) {
+		t.Fatal("RecordLocates accepted another message's prefix")
+	}
+	// The legacy id is the hash alone, exactly as RecordID made it before
+	// the locator: stores of that time hold this id for this record.
+	legacy, ok := LegacyRecordID(RecordID("did:x:bob", Inbox, "cymsg:1", ""))
+	if want := "cyrec:8dc07b80aff10820eb8c583c088b522d"; !ok || legacy != want {
+		t.Fatalf("LegacyRecordID = %q, %v; want %s", legacy, ok, want)
+	}
+	// A message id of another shape gets a locator that is no prefix of it.
+	odd := RecordID("did:a", Inbox, "m1", "")
+	if _, ok := RecordLocator(odd); !ok || RecordLocates(odd, "m1") {
+		t.Fatalf("RecordID with message id m1 = %q: want a well-formed id that locates nothing", odd)
+	}
+	for _, bad := range []string{"", "cyrec:1", legacy, "cyrec:" + strings.Repeat("A", 48), "cymsg:" + strings.Repeat("a", 48), id + "0"} {
+		if _, ok := RecordLocator(bad); ok {
+			t.Errorf("RecordLocator(%q) ok", bad)
+		}
+		if _, ok := LegacyRecordID(bad); ok {
+			t.Errorf("LegacyRecordID(%q) ok", bad)
+		}
 	}
 }
 

@@ -59,6 +59,29 @@ type Lease struct {
 	ExpiresAtMS int64  `json:"expires_at_ms"`
 }
 
+// Record ids. A record's id is derived from what identifies it (owner, box,
+// message, variant), so writing the same record twice is idempotent, and
+// it also carries where the record lives: the first digits of its
+// message's id. A store can then find a record next to its message, in an
+// index keyed by the order messages arrived, instead of in an index keyed
+// by a hash, where every new record lands on a random page (the cost that
+// grew with the data: docs/benchmarks.md, thirteenth round).
+//
+//	cyrec:<32 hex: SHA-256 of owner, box, message id, variant><16 hex: the message id's first hash digits>
+//
+// The first 32 digits alone are the id the record had before ids carried
+// the locator (LegacyRecordID), which stores of that time still hold.
+const (
+	recordIDPrefix = "cyrec:"
+	msgIDPrefix    = "cymsg:"
+	recordHashHex  = 32
+	// LocatorHex is how many hex digits of the message id a record id
+	// carries: 64 bits, so messages sharing a locator are rare, and a
+	// store finding two checks the whole record id anyway.
+	LocatorHex  = 16
+	recordIDLen = len(recordIDPrefix) + recordHashHex + LocatorHex
+)
+
 // RecordID derives the id of the record of msgID in owner's box. The same
 // inputs always give the same id, which makes every record write idempotent.
 // variant separates several records of one message in one box (one per
@@ -69,5 +92,63 @@ func RecordID(owner string, box BoxKind, msgID, variant string) string {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}
-	return "cyrec:" + hex.EncodeToString(h.Sum(nil)[:16])
+	var sum [sha256.Size]byte
+	b := make([]byte, 0, recordIDLen)
+	b = append(b, recordIDPrefix...)
+	b = hex.AppendEncode(b, h.Sum(sum[:0])[:recordHashHex/2])
+	return string(append(b, messageLocator(msgID)...))
+}
+
+// messageLocator is the part of a record id that names its message: the
+// first LocatorHex digits of a message id ("cymsg:" and hex digits). Any
+// other string gets digits of its own hash, which locate no message; a
+// store finds such records the way it finds ids without a locator.
+func messageLocator(msgID string) string {
+	if len(msgID) >= len(msgIDPrefix)+LocatorHex && msgID[:len(msgIDPrefix)] == msgIDPrefix &&
+		isLowerHex(msgID[len(msgIDPrefix):len(msgIDPrefix)+LocatorHex]) {
+		return msgID[len(msgIDPrefix) : len(msgIDPrefix)+LocatorHex]
+	}
+	sum := sha256.Sum256([]byte(msgID))
+	return hex.EncodeToString(sum[:LocatorHex/2])
+}
+
+// RecordLocator returns the message id prefix ("cymsg:" and LocatorHex
+// digits) that recordID carries; ok is false for an id without one (made
+// before ids carried it, or not by RecordID).
+func RecordLocator(recordID string) (msgIDPrefix string, ok bool) {
+	if !wellFormed(recordID) {
+		return "", false
+	}
+	return "cymsg:" + recordID[len(recordID)-LocatorHex:], true
+}
+
+// RecordLocates reports whether recordID carries msgID's locator: whether a
+// store finds the record next to that message.
+func RecordLocates(recordID, msgID string) bool {
+	p, ok := RecordLocator(recordID)
+	return ok && len(msgID) >= len(p) && msgID[:len(p)] == p
+}
+
+// LegacyRecordID returns the id RecordID gave the same record before ids
+// carried a locator: recordID without it. ok is false for an id without a
+// locator.
+func LegacyRecordID(recordID string) (string, bool) {
+	if !wellFormed(recordID) {
+		return "", false
+	}
+	return recordID[:len(recordID)-LocatorHex], true
+}
+
+func wellFormed(recordID string) bool {
+	return len(recordID) == recordIDLen && recordID[:len(recordIDPrefix)] == recordIDPrefix &&
+		isLowerHex(recordID[len(recordIDPrefix):])
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

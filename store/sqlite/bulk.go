@@ -26,7 +26,7 @@ import (
 // 2 and one of 1, a fan-out of 1,000 is 15 of 64 and four smaller ones.
 
 const (
-	bulkMax    = 64 // rows per statement: 64 records × 24 values stays well under SQLite's 32,766
+	bulkMax    = 64 // rows per statement: 64 records × 25 values stays well under SQLite's 32,766
 	bulkShapes = 7  // 1, 2, 4, … 64
 )
 
@@ -36,21 +36,18 @@ type bulkKind struct {
 }
 
 var (
-	// bulkProbe answers, per record, whether it exists and where its box's
-	// counter stands, in one statement for both (TestQueryPlans checks
-	// that both are index lookups).
-	bulkProbe = bulkKind{`SELECT v.column1, v.column2, v.column3, r.rowid IS NOT NULL, COALESCE(b.last_seq, 0)
-		FROM (VALUES `, `(?, ?, ?)`, `) AS v
-		LEFT JOIN records r ON r.record_id = v.column1
-		LEFT JOIN box_seqs b ON b.owner = v.column2 AND b.box = v.column3`}
+	// bulkSeqs reads where the boxes' counters stand (0 for a box without
+	// records yet).
+	bulkSeqs = bulkKind{`SELECT v.column1, v.column2, COALESCE(b.last_seq, 0) FROM (VALUES `, `(?, ?)`, `) AS v
+		LEFT JOIN box_seqs b ON b.owner = v.column1 AND b.box = v.column2`}
 	// No ON CONFLICT: existing and repeated records were filtered out, and
 	// a conflict here would be a bug to report, not to skip.
 	bulkRecords = bulkKind{`INSERT INTO records (record_id, owner, box, msg_id, state, seq,
 			created_at_ms, updated_at_ms, sort_key, thread_key, tags, route,
 			attempts, next_retry_at_ms, external_msg_id, delivered_at_ms, error_code,
 			error_message, retry_after_ms, last_error, visible_at_ms,
-			lease_id, lease_holder, lease_until_ms) VALUES `,
-		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, ``}
+			lease_id, lease_holder, lease_until_ms, msg_ref) VALUES `,
+		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, ``}
 	bulkBoxes = bulkKind{`INSERT INTO box_seqs (owner, box, last_seq) VALUES `, `(?, ?, ?)`,
 		` ON CONFLICT (owner, box) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)`}
 	bulkEvents = bulkKind{`INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail) VALUES `,
@@ -83,14 +80,14 @@ func (k bulkKind) sql(rows int) string {
 
 // bulkStmts holds each kind prepared on the writer for every shape.
 type bulkStmts struct {
-	probe, msgs, records, boxes, events, convs [bulkShapes]*sql.Stmt
+	exists, seqs, records, boxes, events, convs [bulkShapes]*sql.Stmt
 }
 
 func (b *bulkStmts) prepare(ctx context.Context, w *sql.DB) error {
 	for _, k := range []struct {
 		to   *[bulkShapes]*sql.Stmt
 		kind bulkKind
-	}{{&b.probe, bulkProbe}, {&b.msgs, bulkMsgRecords}, {&b.records, bulkRecords},
+	}{{&b.exists, bulkExists}, {&b.seqs, bulkSeqs}, {&b.records, bulkRecords},
 		{&b.boxes, bulkBoxes}, {&b.events, bulkEvents}, {&b.convs, bulkConvs}} {
 		for i := range bulkShapes {
 			q := k.kind.sql(1 << i)
@@ -105,7 +102,7 @@ func (b *bulkStmts) prepare(ctx context.Context, w *sql.DB) error {
 }
 
 func (b *bulkStmts) close() {
-	for _, set := range []*[bulkShapes]*sql.Stmt{&b.probe, &b.msgs, &b.records, &b.boxes, &b.events, &b.convs} {
+	for _, set := range []*[bulkShapes]*sql.Stmt{&b.exists, &b.seqs, &b.records, &b.boxes, &b.events, &b.convs} {
 		for _, st := range set {
 			if st != nil {
 				st.Close()
@@ -141,15 +138,21 @@ type recordSet struct {
 	recs  []model.Record
 	nowMS int64
 	res   *store.ApplyResult
-	// copies: the records copy records already stored (a consumer's), so
-	// asking whether their messages have records would only cost a seek.
-	copies bool
+	// msgRef is the number of the records' message (Apply's); 0 when the
+	// records may be of several messages (a consumer's copies), whose
+	// numbers are looked up.
+	msgRef int64
+	// fresh: this write stored the message, so no record of it can exist
+	// yet and none is probed (seqcache.go).
+	fresh bool
 }
 
-// newRecord is a record about to be inserted, with its set's time.
+// newRecord is a record about to be inserted, with its set's time and its
+// message's number.
 type newRecord struct {
 	model.Record
-	nowMS int64
+	nowMS  int64
+	msgRef int64
 }
 
 // insertRecords inserts every record of the sets that does not exist yet,
@@ -160,6 +163,10 @@ type newRecord struct {
 // one after the other, in fewer statements. Apply and AdvanceConsumer
 // share it, so a record reaches a box the same way whatever put it there.
 func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
+	refs, err := w.msgRefs(ctx, sets)
+	if err != nil {
+		return err
+	}
 	existing, last, err := w.lookup(ctx, sets)
 	if err != nil {
 		return err
@@ -192,13 +199,20 @@ func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
 				r.UpdatedAtMS = r.CreatedAtMS
 			}
 			set.res.Created = append(set.res.Created, r)
-			fresh = append(fresh, newRecord{r, set.nowMS})
+			ref := set.msgRef
+			if ref == 0 {
+				ref = refs[r.MsgID]
+			}
+			fresh = append(fresh, newRecord{r, set.nowMS, ref})
 		}
 	}
 	if len(fresh) == 0 {
 		return nil
 	}
 	if err := w.writeRecords(ctx, fresh); err != nil {
+		return err
+	}
+	if err := w.unlocated(ctx, fresh); err != nil {
 		return err
 	}
 	if err := w.writeSeqs(ctx, boxes, last); err != nil {
@@ -214,33 +228,19 @@ func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
 }
 
 // lookup reports which records of the sets are stored already and the
-// last seq of each of their boxes, probing only the records whose message
-// some record refers to and those of boxes the writer does not remember
+// last seq of each of their boxes, probing only the records of messages
+// stored before this write and the boxes the writer does not remember
 // (seqcache.go).
 func (w *txWriter) lookup(ctx context.Context, sets []recordSet) (map[string]bool, map[boxKey]int64, error) {
-	var ids []string
-	asked := make(map[string]bool)
-	for _, set := range sets {
-		for _, r := range set.recs {
-			if !set.copies && !asked[r.MsgID] {
-				asked[r.MsgID] = true
-				ids = append(ids, r.MsgID)
-			}
-		}
-	}
-	referred, err := w.msgsWithRecords(ctx, ids)
-	if err != nil {
-		return nil, nil, err
-	}
 	last := make(map[boxKey]int64)
-	var need []model.Record
+	var probe []string
+	var boxes []boxKey
 	for _, set := range sets {
 		for _, r := range set.recs {
-			k := boxKey{r.Owner, r.BoxKind}
-			if set.copies || referred[r.MsgID] {
-				need = append(need, r)
-				continue
+			if !set.fresh {
+				probe = append(probe, r.RecordID)
 			}
+			k := boxKey{r.Owner, r.BoxKind}
 			if _, ok := last[k]; ok {
 				continue
 			}
@@ -248,58 +248,51 @@ func (w *txWriter) lookup(ctx context.Context, sets []recordSet) (map[string]boo
 				last[k] = v
 				continue
 			}
-			need = append(need, r)
+			last[k] = 0 // until the probe answers
+			boxes = append(boxes, k)
 		}
 	}
-	if len(need) == 0 {
-		return make(map[string]bool), last, nil
-	}
-	existing, probed, err := w.probe(ctx, need)
+	existing, err := w.stored(ctx, probe)
 	if err != nil {
 		return nil, nil, err
 	}
-	for k, v := range probed {
-		last[k] = v
+	if err := w.boxSeqs(ctx, boxes, last); err != nil {
+		return nil, nil, err
 	}
 	return existing, last, nil
 }
 
-// probe reports which of recs are stored already and the last seq of
-// each of their boxes (0 for a box without records yet).
-func (w *txWriter) probe(ctx context.Context, recs []model.Record) (map[string]bool, map[boxKey]int64, error) {
-	exists := make(map[string]bool, len(recs))
-	last := make(map[boxKey]int64)
-	args := make([]any, 0, 3*min(len(recs), bulkMax))
-	err := chunked(len(recs), func(lo, hi, shape int) error {
+// boxSeqs sets last[k] to where each box's counter stands.
+func (w *txWriter) boxSeqs(ctx context.Context, boxes []boxKey, last map[boxKey]int64) error {
+	args := make([]any, 0, 2*min(len(boxes), bulkMax))
+	err := chunked(len(boxes), func(lo, hi, shape int) error {
 		args = args[:0]
-		for _, r := range recs[lo:hi] {
-			args = append(args, r.RecordID, r.Owner, string(r.BoxKind))
+		for _, k := range boxes[lo:hi] {
+			args = append(args, k.owner, string(k.box))
 		}
-		rows, err := w.tx.StmtContext(ctx, w.st.bulk.probe[shape]).QueryContext(ctx, args...)
+		rows, err := w.tx.StmtContext(ctx, w.st.bulk.seqs[shape]).QueryContext(ctx, args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var id, owner, box string
-			var found bool
+			var owner, box string
 			var seq int64
-			if err := rows.Scan(&id, &owner, &box, &found, &seq); err != nil {
+			if err := rows.Scan(&owner, &box, &seq); err != nil {
 				return err
 			}
-			exists[id] = exists[id] || found
 			last[boxKey{owner, model.BoxKind(box)}] = seq
 		}
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("sqlite: look up records: %w", err)
+		return fmt.Errorf("sqlite: read box seqs: %w", err)
 	}
-	return exists, last, nil
+	return nil
 }
 
 func (w *txWriter) writeRecords(ctx context.Context, recs []newRecord) error {
-	args := make([]any, 0, 24*min(len(recs), bulkMax))
+	args := make([]any, 0, 25*min(len(recs), bulkMax))
 	return chunked(len(recs), func(lo, hi, shape int) error {
 		args = args[:0]
 		for i := lo; i < hi; i++ {
@@ -320,7 +313,7 @@ func (w *txWriter) writeRecords(ctx context.Context, recs []newRecord) error {
 			args = append(args, rec.RecordID, rec.Owner, string(rec.BoxKind), rec.MsgID, string(rec.State), rec.Seq,
 				rec.CreatedAtMS, rec.UpdatedAtMS, rec.SortKey, rec.ThreadKey, tags, route,
 				d.Attempts, d.NextRetryAtMS, d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage,
-				d.RetryAfterMS, d.LastError, d.NextRetryAtMS, leaseID, holder, until)
+				d.RetryAfterMS, d.LastError, d.NextRetryAtMS, leaseID, holder, until, rec.msgRef)
 		}
 		if _, err := w.tx.StmtContext(ctx, w.st.bulk.records[shape]).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("sqlite: insert records: %w", err)

@@ -237,7 +237,7 @@ func (s *Store) AdvanceConsumer(ctx context.Context, a *store.ConsumerAdvance) (
 		if len(a.Records) == 0 {
 			return nil
 		}
-		return s.txStmts(ctx, tx).insertRecords(ctx, recordSet{recs: a.Records, nowMS: a.NowMS, res: res, copies: true})
+		return s.txStmts(ctx, tx).insertRecords(ctx, recordSet{recs: a.Records, nowMS: a.NowMS, res: res})
 	})
 	if err != nil {
 		return nil, err

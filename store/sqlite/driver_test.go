@@ -85,13 +85,13 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	}
 	var v int
 	s2.w.QueryRow("PRAGMA user_version").Scan(&v)
-	if v != 4 {
+	if v != 5 {
 		t.Fatalf("user_version = %d", v)
 	}
 	s2.w.Exec("PRAGMA user_version = 99")
 	s2.Close()
 	_, err = Open(ctx, path, Options{})
-	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 4)") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 5)") {
 		t.Fatalf("newer schema: %v", err)
 	}
 	if _, err := Open(ctx, path, Options{Synchronous: "OFF"}); err == nil {
@@ -350,9 +350,20 @@ func TestQueryPlans(t *testing.T) {
 		{`SELECT * FROM scheduled WHERE due_at_ms <= 5 ORDER BY due_at_ms, sched_id LIMIT 5`, "scheduled_due"},
 		{sqlClaimable, "records_box_state (owner=? AND box=? AND state=?)"},
 		{sqlNextVisible, "records_box_state (owner=? AND box=? AND state=?)"},
-		{bulkProbe.sql(4), "SEARCH r USING COVERING INDEX sqlite_autoindex_records_1 (record_id=?)"},
-		{bulkProbe.sql(4), "SEARCH b USING PRIMARY KEY (owner=? AND box=?)"},
-		{bulkMsgRecords.sql(4), "SEARCH r EXISTS USING COVERING INDEX records_msg (msg_id=?)"},
+		// A record by id: next to the messages its id locates, else among
+		// the ids that locate none.
+		{`SELECT * FROM records WHERE rid = ` + ridOf(1, 2), "SEARCH records USING INTEGER PRIMARY KEY (rowid=?)"},
+		{`SELECT * FROM records WHERE rid = ` + ridOf(1, 2), "SEARCH m USING COVERING INDEX messages_id (msg_id>? AND msg_id<?)"},
+		{`SELECT * FROM records WHERE rid = ` + ridOf(1, 2), "SEARCH r USING COVERING INDEX records_msg (msg_ref=? AND record_id=?)"},
+		{`SELECT * FROM records WHERE rid = ` + ridOf(1, 2), "SEARCH record_ids USING PRIMARY KEY (record_id=?)"},
+		{bulkExists.sql(4), "SEARCH m USING COVERING INDEX messages_id (msg_id>? AND msg_id<?)"},
+		{bulkExists.sql(4), "SEARCH r USING COVERING INDEX records_msg (msg_ref=? AND record_id=?)"},
+		{bulkExists.sql(4), "SEARCH l USING PRIMARY KEY (record_id=?)"},
+		{bulkSeqs.sql(4), "SEARCH b USING PRIMARY KEY (owner=? AND box=?)"},
+		{`SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref WHERE m.msg_id = ?1 AND r.owner = ?2`,
+			"SEARCH r USING INDEX records_msg (msg_ref=?)"},
+		{`SELECT 1 FROM messages WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_ref = messages.msg_ref)`,
+			"SEARCH r USING COVERING INDEX records_msg (msg_ref=?)"},
 	} {
 		args := make([]any, strings.Count(c.q, "?")) // the bulk statements' parameters
 		for i := range args {

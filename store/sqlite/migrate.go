@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/msgcenter/msgcenter/store/migrations"
 )
@@ -42,10 +43,16 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("sqlite: database schema version %d is newer than this msgcenter (knows %d); upgrade msgcenter", cur, latest)
 		}
 		for _, m := range ms[cur:] {
+			// Some migrations rebuild tables (0005: about a minute per
+			// million records): say so before, not only after.
+			start := time.Now()
+			if cur > 0 {
+				s.log.Info("sqlite: applying migration", "migration", m.Name)
+			}
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 			}
-			s.log.Info("sqlite: applied migration", "migration", m.Name)
+			s.log.Info("sqlite: applied migration", "migration", m.Name, "took", time.Since(start).Round(time.Millisecond))
 		}
 		if cur == latest {
 			return nil

@@ -83,7 +83,7 @@ func deleteOrphanBodies(ctx context.Context, tx *sql.Tx, ids []string, beforeMS 
 	}
 	rows, err := tx.QueryContext(ctx, `DELETE FROM messages
 		WHERE msg_id IN (SELECT value FROM json_each(?1)) AND created_at_ms < ?2
-			AND NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_id = messages.msg_id)
+			AND NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_ref = messages.msg_ref)
 			AND NOT EXISTS (SELECT 1 FROM scheduled s WHERE s.msg_id = messages.msg_id)
 		RETURNING msg_id`, string(list), beforeMS)
 	if err != nil {

@@ -86,7 +86,8 @@ func (s *Store) GetRecord(ctx context.Context, recordID string) (model.Record, e
 	if r, ok := s.overlay.get(recordID); ok {
 		return r, nil
 	}
-	r, err := scanRecord(s.st.getRecord.QueryRowContext(ctx, recordID))
+	lo, hi, legacy := idArgs(recordID)
+	r, err := scanRecord(s.st.getRecord.QueryRowContext(ctx, recordID, lo, hi, legacy))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, model.NotFound("record")
 	}
@@ -351,7 +352,7 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 		return nil, fmt.Errorf("sqlite: get messages: %w", err)
 	}
 	rows, err := s.queryCommitted(ctx,
-		"SELECT msg_id, body FROM messages WHERE msg_id IN (SELECT value FROM json_each(?))", string(list))
+		"SELECT msg_id, body FROM messages WHERE msg_id IN (SELECT value FROM json_each(?)) AND length(body) > 0", string(list))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get messages: %w", err)
 	}
@@ -371,14 +372,19 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 	return out, nil
 }
 
-// CanReadMessage reports whether did owns a record of the message.
+// CanReadMessage reports whether did owns a record of the message, or
+// belongs to a group whose GROUP_INBOX holds it. It walks the message's
+// records (records_msg): a handful, except for a message delivered to
+// each member of a large group, the one case this read costs a row per
+// record.
 func (s *Store) CanReadMessage(ctx context.Context, did, msgID string) (bool, error) {
 	var ok bool
 	err := s.queryRow(ctx,
-		`SELECT EXISTS (SELECT 1 FROM records WHERE msg_id = ?1 AND owner = ?2)
-			OR EXISTS (SELECT 1 FROM records r JOIN group_subscribers g
-				ON g.group_did = r.owner AND g.subscriber = ?2
-				WHERE r.msg_id = ?1 AND r.box = 'GROUP_INBOX')`, msgID, did).Scan(&ok)
+		`SELECT EXISTS (SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref
+				WHERE m.msg_id = ?1 AND r.owner = ?2)
+			OR EXISTS (SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref
+				JOIN group_subscribers g ON g.group_did = r.owner AND g.subscriber = ?2
+				WHERE m.msg_id = ?1 AND r.box = 'GROUP_INBOX')`, msgID, did).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: can read message: %w", err)
 	}

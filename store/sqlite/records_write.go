@@ -41,8 +41,14 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *sto
 			return err
 		}
 	}
-	if err := s.putMessage(ctx, tx, p.MsgID, p.MsgBody, p.NowMS); err != nil {
-		return err
+	var ref int64
+	var fresh bool
+	// Without a body or records there is nothing to store or refer to.
+	if len(p.MsgBody) > 0 || len(p.Records) > 0 {
+		var err error
+		if ref, fresh, err = s.putMessage(ctx, tx, p.MsgID, p.MsgBody, p.NowMS); err != nil {
+			return err
+		}
 	}
 	if p.ConsumeSchedule != 0 {
 		n, err := execN(ctx, tx.StmtContext(ctx, s.st.consumeSched), p.ConsumeSchedule)
@@ -57,7 +63,7 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *sto
 		}
 	}
 	if len(p.Records) > 0 {
-		s.deferred = append(s.deferred, recordSet{recs: p.Records, nowMS: p.NowMS, res: res})
+		s.deferred = append(s.deferred, recordSet{recs: p.Records, nowMS: p.NowMS, res: res, msgRef: ref, fresh: fresh})
 	}
 	return nil
 }
@@ -82,17 +88,28 @@ func (s *Store) bindIdem(ctx context.Context, tx *sql.Tx, idem *store.Idempotenc
 	return nil
 }
 
-// putMessage stores a body unless one is already stored: ids are content
-// hashes, so an existing body is the same body. Storing it again refreshes
-// its time, which retention reads as "last stored" (see store.Purge).
-func (s *Store) putMessage(ctx context.Context, tx *sql.Tx, msgID string, body []byte, nowMS int64) error {
-	if len(body) == 0 {
-		return nil
+// putMessage stores a message unless it is stored already (ids are content
+// hashes, so a stored body is the same body) and returns its number
+// (msg_ref, which its records are indexed by) and whether this call stored
+// it. Storing it again refreshes its time, which retention reads as "last
+// stored" (see store.Purge). A message given without its body is stored
+// with an empty one, so its records have a number to refer to; GetMessage
+// does not find it until a body comes.
+func (s *Store) putMessage(ctx context.Context, tx *sql.Tx, msgID string, body []byte, nowMS int64) (ref int64, fresh bool, err error) {
+	if body == nil {
+		body = []byte{}
 	}
-	if _, err := tx.StmtContext(ctx, s.st.insertMsg).ExecContext(ctx, msgID, body, nowMS); err != nil {
-		return fmt.Errorf("sqlite: store message: %w", err)
+	err = tx.StmtContext(ctx, s.st.insertMsg).QueryRowContext(ctx, msgID, body, nowMS).Scan(&ref)
+	if err == nil {
+		return ref, true, nil
 	}
-	return nil
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, false, fmt.Errorf("sqlite: store message: %w", err)
+	}
+	if err := tx.StmtContext(ctx, s.st.refreshMsg).QueryRowContext(ctx, msgID, body, nowMS).Scan(&ref); err != nil {
+		return 0, false, fmt.Errorf("sqlite: store message: %w", err)
+	}
+	return ref, false, nil
 }
 
 // Claim takes the first visible record in From of one box.
@@ -150,9 +167,10 @@ func (s *Store) updateTx(ctx context.Context, tx *sql.Tx, u *store.Update) (mode
 	if u.Lease != nil {
 		leaseID, holder, until = u.Lease.ID, u.Lease.Holder, u.Lease.ExpiresAtMS
 	}
+	lo, hi, legacy := idArgs(u.RecordID)
 	rec, err := scanRecord(w.bind(&w.update, w.st.update).QueryRowContext(ctx, string(u.To), d.Attempts, d.NextRetryAtMS,
 		d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
-		u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID))
+		u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID, lo, hi, legacy))
 	if errors.Is(err, sql.ErrNoRows) {
 		return rec, s.updateMiss(ctx, tx, u)
 	}
@@ -172,7 +190,8 @@ func (s *Store) updateTx(ctx context.Context, tx *sql.Tx, u *store.Update) (mode
 // updateMiss explains why an Update's compare-and-set matched nothing.
 func (s *Store) updateMiss(ctx context.Context, tx *sql.Tx, u *store.Update) error {
 	var state, lease string
-	err := tx.StmtContext(ctx, s.st.recordState).QueryRowContext(ctx, u.RecordID).Scan(&state, &lease)
+	lo, hi, legacy := idArgs(u.RecordID)
+	err := tx.StmtContext(ctx, s.st.recordState).QueryRowContext(ctx, u.RecordID, lo, hi, legacy).Scan(&state, &lease)
 	if errors.Is(err, sql.ErrNoRows) {
 		return model.NotFound("record")
 	}

@@ -25,8 +25,10 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 				return err
 			}
 		}
-		if err := s.putMessage(ctx, tx, e.MsgID, e.MsgBody, e.CreatedAtMS); err != nil {
-			return err
+		if len(e.MsgBody) > 0 {
+			if _, _, err := s.putMessage(ctx, tx, e.MsgID, e.MsgBody, e.CreatedAtMS); err != nil {
+				return err
+			}
 		}
 		err := tx.QueryRowContext(ctx, `INSERT INTO scheduled (op, msg_id, ctx, due_at_ms, created_at_ms)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (op, msg_id) DO NOTHING RETURNING sched_id`,

@@ -1,10 +1,6 @@
 package sqlite
 
-import (
-	"context"
-	"database/sql"
-	"fmt"
-)
+import "database/sql"
 
 // What insertRecords can know without probing each record. Before a
 // record goes in, the writer needs to know whether it exists already and
@@ -12,12 +8,10 @@ import (
 // record was 14% of a group fan-out's insert and 8% of the writer's time
 // on single sends. Two things make most of it unnecessary:
 //
-//   - A message no record refers to has none of its records stored, so one
-//     index seek per message (records_msg) stands for a seek per record.
-//     Nearly every send is of a new message. This rests on a record's id
-//     being derived from its message's id (model.RecordID), as the core
-//     does: a caller of the store giving a record of another message the
-//     same id would get a constraint error, not "existing".
+//   - A message the write itself stored (putMessage says so) has no
+//     records yet: every record has its message stored (a body-less one
+//     if need be), and retention deletes a message only once no record
+//     refers to it. Nearly every send is of a new message.
 //   - The writer is the only one that advances box counters (box_seqs), so
 //     it can remember what it wrote, as long as it forgets what a rollback
 //     undid.
@@ -78,38 +72,4 @@ func (c *seqCache) commit(tx *sql.Tx) {
 // certain any more. Everything is forgotten; the probes relearn it.
 func (c *seqCache) forget() {
 	c.committed, c.tx, c.pending = nil, nil, nil
-}
-
-// bulkMsgRecords returns those of the messages some record refers to
-// (TestQueryPlans checks that it is an index lookup).
-var bulkMsgRecords = bulkKind{`SELECT v.column1 FROM (VALUES `, `(?)`,
-	`) AS v WHERE EXISTS (SELECT 1 FROM records r WHERE r.msg_id = v.column1)`}
-
-// msgsWithRecords reports which of ids some stored record refers to.
-func (w *txWriter) msgsWithRecords(ctx context.Context, ids []string) (map[string]bool, error) {
-	found := make(map[string]bool)
-	args := make([]any, 0, min(len(ids), bulkMax))
-	err := chunked(len(ids), func(lo, hi, shape int) error {
-		args = args[:0]
-		for _, id := range ids[lo:hi] {
-			args = append(args, id)
-		}
-		rows, err := w.tx.StmtContext(ctx, w.st.bulk.msgs[shape]).QueryContext(ctx, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			found[id] = true
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: look up messages' records: %w", err)
-	}
-	return found, nil
 }

@@ -25,6 +25,9 @@ const (
 // writer connection's copy, so a write pays no parse cost.
 type stmts struct {
 	insertMsg      *sql.Stmt
+	refreshMsg     *sql.Stmt
+	msgRefs        *sql.Stmt
+	fileID         *sql.Stmt
 	insertIdem     *sql.Stmt
 	getIdem        *sql.Stmt
 	insertEvent    *sql.Stmt
@@ -57,11 +60,19 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		p *(*sql.Stmt)
 		q string
 	}{
-		// A body stored again keeps its bytes but takes the later time:
-		// retention keeps bodies stored after its MessagesBeforeMS.
+		// A new message gets the next msg_ref; RETURNING answers only
+		// then, so no row back means it was stored already (refreshMsg).
 		{&st.insertMsg, `INSERT INTO messages (msg_id, body, created_at_ms) VALUES (?, ?, ?)
-			ON CONFLICT (msg_id) DO UPDATE SET created_at_ms = excluded.created_at_ms
-			WHERE excluded.created_at_ms > messages.created_at_ms`},
+			ON CONFLICT (msg_id) DO NOTHING RETURNING msg_ref`},
+		// A body stored again keeps its bytes but takes the later time:
+		// retention keeps bodies stored after its MessagesBeforeMS. A
+		// message stored without its body (empty) gets it now.
+		{&st.refreshMsg, `UPDATE messages SET created_at_ms = max(created_at_ms, ?3),
+				body = CASE WHEN length(body) = 0 THEN ?2 ELSE body END
+			WHERE msg_id = ?1 RETURNING msg_ref`},
+		{&st.msgRefs, `SELECT msg_id, msg_ref FROM messages WHERE msg_id IN (SELECT value FROM json_each(?))`},
+		{&st.fileID, `INSERT INTO record_ids (record_id, rid) SELECT record_id, rid FROM records
+			WHERE msg_ref = ?1 AND record_id = ?2`},
 		{&st.insertIdem, `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES (?, ?, ?, ?)
 			ON CONFLICT (scope, key) DO NOTHING`},
 		{&st.getIdem, `SELECT msg_id FROM idempotency WHERE scope = ? AND key = ?`},
@@ -83,9 +94,9 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 				external_msg_id = ?4, delivered_at_ms = ?5, error_code = ?6, error_message = ?7,
 				retry_after_ms = ?8, last_error = ?9, visible_at_ms = ?10, lease_id = ?11,
 				lease_holder = ?12, lease_until_ms = ?13, updated_at_ms = ?14
-			WHERE record_id = ?15 AND state = ?16 AND (?17 = '' OR lease_id = ?17)
+			WHERE rid = ` + ridOf(15, 18) + ` AND state = ?16 AND (?17 = '' OR lease_id = ?17)
 			RETURNING ` + recordCols},
-		{&st.recordState, `SELECT state, COALESCE(lease_id, '') FROM records WHERE record_id = ?`},
+		{&st.recordState, `SELECT state, COALESCE(lease_id, '') FROM records WHERE rid = ` + ridOf(1, 2)},
 		{&st.consumeSched, `DELETE FROM scheduled WHERE sched_id = ?`},
 		{&st.consumeSchedTo, `DELETE FROM scheduled_recipients WHERE sched_id = ?`},
 		{&st.consumerW, consumerByKey},
@@ -121,8 +132,9 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		p *(*sql.Stmt)
 		q string
 	}{
-		{&st.getRecord, `SELECT ` + recordCols + ` FROM records WHERE record_id = ?`},
-		{&st.getMessage, `SELECT body FROM messages WHERE msg_id = ?`},
+		{&st.getRecord, `SELECT ` + recordCols + ` FROM records WHERE rid = ` + ridOf(1, 2)},
+		// An empty body is a message stored without one: not found.
+		{&st.getMessage, `SELECT body FROM messages WHERE msg_id = ? AND length(body) > 0`},
 		{&st.getConsumer, consumerByKey},
 		{&st.lastSeq, boxLastSeq},
 		{&st.claimable, sqlClaimable},
@@ -140,7 +152,7 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 
 func (st *stmts) close() {
 	st.bulk.close()
-	for _, p := range []*sql.Stmt{st.insertMsg, st.insertIdem, st.getIdem,
+	for _, p := range []*sql.Stmt{st.insertMsg, st.refreshMsg, st.msgRefs, st.fileID, st.insertIdem, st.getIdem,
 		st.insertEvent, st.convUnread, st.claim, st.update,
 		st.recordState, st.consumeSched, st.consumeSchedTo, st.consumerW, st.advanceCAS,
 		st.ackConsumer, st.lastSeqW, st.putReceipt, st.getReceiptW, st.savepoint, st.rollbackTo, st.release,

@@ -1,0 +1,159 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// Where a record is found (schema 5, migration 0005). A record's id carries
+// the first digits of its message's id (model.RecordID), and records are
+// indexed by their message's number, msg_ref, which messages get in the
+// order they arrive. So a record is found by its id through the message
+// the id names (records_msg), and a new message's records are inserted at
+// the end of that index rather than on random pages of an index keyed by
+// a hash: the only hash-keyed index a send touches is the messages' own.
+//
+// Ids that locate no message (those of records stored before schema 5,
+// and any a caller made other than with model.RecordID) are kept in
+// record_ids. Every lookup by id tries both, and also the id without its
+// locator: a record stored before schema 5 is found by the id the core
+// derives for it now (its old id is that id's prefix), which keeps writes
+// of old messages idempotent across the upgrade.
+
+// ridOf is the scalar subquery finding a record's rid by its id (bound to
+// parameter id) and idArgs' three values (bound from parameter n on): the
+// record next to the messages its id locates (records_msg), else among the
+// ids that locate no message (record_ids, which holds the ids of records
+// stored before schema 5, looked up as given and without the locator, as
+// the core derives them now). The LIMIT ends it at the first part that
+// finds the record.
+func ridOf(id, n int) string {
+	return fmt.Sprintf(`(SELECT r.rid FROM messages m JOIN records r ON r.msg_ref = m.msg_ref AND r.record_id = ?%[1]d
+			WHERE m.msg_id >= ?%[2]d AND m.msg_id < ?%[3]d
+		UNION ALL SELECT rid FROM record_ids WHERE record_id = ?%[1]d
+		UNION ALL SELECT rid FROM record_ids WHERE record_id = ?%[4]d
+		LIMIT 1)`, id, n, n+1, n+2)
+}
+
+// idArgs are the values ridOf binds after the id: the range of message ids
+// the id's locator names, and the id the record had before ids carried one.
+// An id without a locator names no range and is its own old id.
+func idArgs(recordID string) (lo, hi, legacy string) {
+	p, ok := model.RecordLocator(recordID)
+	if !ok {
+		return "", "", recordID
+	}
+	legacy, _ = model.LegacyRecordID(recordID)
+	// Message ids continue in hex digits, all below 'g'.
+	return p, p + "g", legacy
+}
+
+// bulkExists returns those of the record ids that are stored, found
+// the way ridOf finds one (TestQueryPlans checks that each part is an
+// index lookup). Values: id, its locator's range, its old id (idArgs).
+var bulkExists = bulkKind{`SELECT v.column1 FROM (VALUES `, `(?, ?, ?, ?)`, `) AS v
+		WHERE EXISTS (SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref AND r.record_id = v.column1
+				WHERE m.msg_id >= v.column2 AND m.msg_id < v.column3)
+			OR EXISTS (SELECT 1 FROM record_ids l WHERE l.record_id = v.column1)
+			OR EXISTS (SELECT 1 FROM record_ids l WHERE l.record_id = v.column4)`}
+
+// msgRefs numbers the messages of the sets that do not carry their
+// message's number (a consumer's copies), storing a message without a
+// body for any that is not stored (retention keeps a message some record
+// refers to, so this is for completeness, not a path taken).
+func (w *txWriter) msgRefs(ctx context.Context, sets []recordSet) (map[string]int64, error) {
+	var ids []string
+	for _, set := range sets {
+		if set.msgRef == 0 {
+			for _, r := range set.recs {
+				ids = append(ids, r.MsgID)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: look up messages: %w", err)
+	}
+	refs := make(map[string]int64, len(ids))
+	rows, err := w.tx.StmtContext(ctx, w.st.msgRefs).QueryContext(ctx, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: look up messages: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var ref int64
+		if err := rows.Scan(&id, &ref); err != nil {
+			return nil, fmt.Errorf("sqlite: look up messages: %w", err)
+		}
+		refs[id] = ref
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: look up messages: %w", err)
+	}
+	for _, id := range ids {
+		if refs[id] == 0 {
+			var ref int64
+			if err := w.tx.StmtContext(ctx, w.st.insertMsg).QueryRowContext(ctx, id, []byte{}, 0).Scan(&ref); err != nil {
+				return nil, fmt.Errorf("sqlite: store message: %w", err)
+			}
+			refs[id] = ref
+		}
+	}
+	return refs, nil
+}
+
+// stored reports which of ids are stored.
+func (w *txWriter) stored(ctx context.Context, ids []string) (map[string]bool, error) {
+	exists := make(map[string]bool, len(ids))
+	args := make([]any, 0, 4*min(len(ids), bulkMax))
+	err := chunked(len(ids), func(lo, hi, shape int) error {
+		args = args[:0]
+		for _, id := range ids[lo:hi] {
+			from, to, legacy := idArgs(id)
+			args = append(args, id, from, to, legacy)
+		}
+		rows, err := w.tx.StmtContext(ctx, w.st.bulk.exists[shape]).QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			exists[id] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: look up records: %w", err)
+	}
+	return exists, nil
+}
+
+// unlocated files the ids of recs that do not locate their message in
+// record_ids, where ridOf finds them. model.RecordID makes no such id;
+// this keeps the store whole for a caller that names records its own way.
+func (w *txWriter) unlocated(ctx context.Context, recs []newRecord) error {
+	for i := range recs {
+		r := &recs[i]
+		if model.RecordLocates(r.RecordID, r.MsgID) {
+			continue
+		}
+		if _, err := w.tx.StmtContext(ctx, w.st.fileID).ExecContext(ctx, r.msgRef, r.RecordID); err != nil {
+			return fmt.Errorf("sqlite: file record id: %w", err)
+		}
+	}
+	return nil
+}
