@@ -134,6 +134,14 @@ func TestRecordIDLocatesItsMessage(t *testing.T) {
 	if _, ok := RecordLocator(odd); !ok || RecordLocates(odd, "m1") {
 		t.Fatalf("RecordID with message id m1 = %q: want a well-formed id that locates nothing", odd)
 	}
+	// So does one that only starts like a message id: a store searching
+	// message ids by the locator's digits assumes hex digits follow them.
+	for _, m := range []string{"cymsg:0123456789abcdefzz", "cymsg:0123456789abcdef" + strings.Repeat("E", 48),
+		"cymsg:0123456789abcdef" + strings.Repeat("e", 47), msg + "0"} {
+		if id := RecordID("did:a", Inbox, m, ""); RecordLocates(id, m) || RecordLocates(id, msg) {
+			t.Errorf("RecordID of message id %q = %s: locates a message", m, id)
+		}
+	}
 	for _, bad := range []string{"", "cyrec:1", legacy, "cyrec:" + strings.Repeat("A", 48), "cymsg:" + strings.Repeat("a", 48), id + "0"} {
 		if _, ok := RecordLocator(bad); ok {
 			t.Errorf("RecordLocator(%q) ok", bad)

@@ -100,16 +100,22 @@ func RecordID(owner string, box BoxKind, msgID, variant string) string {
 }
 
 // messageLocator is the part of a record id that names its message: the
-// first LocatorHex digits of a message id ("cymsg:" and hex digits). Any
-// other string gets digits of its own hash, which locate no message; a
-// store finds such records the way it finds ids without a locator.
+// first LocatorHex digits of a message id as message.IDOf makes them
+// ("cymsg:" and 64 lowercase hex digits). Any other string gets digits of
+// its own hash, which locate no message; a store finds such records the
+// way it finds ids without a locator.
 func messageLocator(msgID string) string {
-	if len(msgID) >= len(msgIDPrefix)+LocatorHex && msgID[:len(msgIDPrefix)] == msgIDPrefix &&
-		isLowerHex(msgID[len(msgIDPrefix):len(msgIDPrefix)+LocatorHex]) {
+	if isMessageID(msgID) {
 		return msgID[len(msgIDPrefix) : len(msgIDPrefix)+LocatorHex]
 	}
 	sum := sha256.Sum256([]byte(msgID))
 	return hex.EncodeToString(sum[:LocatorHex/2])
+}
+
+// isMessageID reports whether id has the form message.IDOf gives ids.
+func isMessageID(id string) bool {
+	return len(id) == len(msgIDPrefix)+2*sha256.Size && id[:len(msgIDPrefix)] == msgIDPrefix &&
+		isLowerHex(id[len(msgIDPrefix):])
 }
 
 // RecordLocator returns the message id prefix ("cymsg:" and LocatorHex
@@ -126,7 +132,7 @@ func RecordLocator(recordID string) (msgIDPrefix string, ok bool) {
 // store finds the record next to that message.
 func RecordLocates(recordID, msgID string) bool {
 	p, ok := RecordLocator(recordID)
-	return ok && len(msgID) >= len(p) && msgID[:len(p)] == p
+	return ok && isMessageID(msgID) && msgID[:len(p)] == p
 }
 
 // LegacyRecordID returns the id RecordID gave the same record before ids

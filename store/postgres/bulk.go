@@ -28,20 +28,23 @@ import (
 // takes its last new record and one unread per new unread record — in one
 // row per conversation, as PostgreSQL lets an INSERT … ON CONFLICT touch a
 // row once. The result is the new records' ids and seqs, in plan order.
+// A record stored before ids carried their message's locator exists under
+// the id without it (legacy, model.LegacyRecordID), which is probed too:
+// sent again after the upgrade, its message makes no second record.
 const sqlInsertRecords = `WITH input AS (
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
 			$6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[],
 			$12::int[], $13::bigint[], $14::text[], $15::bigint[], $16::text[],
 			$17::text[], $18::bigint[], $19::text[], $20::text[], $21::text[], $22::bigint[],
-			$23::bigint[], $24::boolean[])
+			$23::bigint[], $24::boolean[], $26::text[])
 		WITH ORDINALITY AS t(record_id, owner, box, msg_id, state,
 			created_at_ms, updated_at_ms, sort_key, thread_key, tags, route,
 			attempts, next_retry_at_ms, external_msg_id, delivered_at_ms, error_code,
 			error_message, retry_after_ms, last_error, lease_id, lease_holder, lease_until_ms,
-			unread, conv, ord)
+			unread, conv, legacy, ord)
 	), firsts AS (
 		SELECT DISTINCT ON (i.record_id) i.* FROM input i
-		WHERE (SELECT true FROM records r WHERE r.record_id = i.record_id) IS NULL
+		WHERE (SELECT true FROM records r WHERE r.record_id IN (i.record_id, i.legacy) LIMIT 1) IS NULL
 		ORDER BY i.record_id, i.ord
 	), numbered AS (
 		SELECT f.*, b.last_seq + row_number() OVER (PARTITION BY f.owner, f.box ORDER BY f.ord) AS seq
@@ -89,7 +92,8 @@ const (
 	// only if the record is new: a record that exists costs one statement
 	// and consumes no seq. It runs after sqlLockBox in the same transaction,
 	// so its snapshot already sees every committed record of the box and
-	// ON CONFLICT (record_id) detects existing ones reliably.
+	// ON CONFLICT (record_id) detects existing ones reliably; a record
+	// stored under the id without its locator ($26) is existing too.
 	sqlInsertRecord = `WITH ins AS (
 			INSERT INTO records (record_id, owner, box, msg_id, state, seq,
 				created_at_ms, updated_at_ms, sort_key, thread_key, tags, route,
@@ -102,6 +106,7 @@ const (
 				$17::text, $18::bigint, $19::text, $13::bigint,
 				$20::text, $21::text, $22::bigint
 			FROM box_seqs b WHERE b.owner = $2::text AND b.box = $3::text
+				AND NOT EXISTS (SELECT 1 FROM records x WHERE x.record_id = $26::text)
 			ON CONFLICT (record_id) DO NOTHING
 			RETURNING record_id, owner, box, msg_id, state, seq, thread_key
 		), bump AS (
@@ -146,6 +151,7 @@ type recordColumns struct {
 	leaseUntil                         []*int64
 	unread                             []int64
 	conv                               []bool
+	legacy                             []string
 }
 
 func (c *recordColumns) add(rec *model.Record) error {
@@ -191,6 +197,7 @@ func (c *recordColumns) add(rec *model.Record) error {
 	c.leaseUntil = append(c.leaseUntil, until)
 	c.unread = append(c.unread, unread)
 	c.conv = append(c.conv, rec.BoxKind.HasConversations() && rec.ThreadKey != "")
+	c.legacy = append(c.legacy, legacyID(rec.RecordID))
 	return nil
 }
 
@@ -234,7 +241,7 @@ func (s *Store) queueRecords(b *pgx.Batch, recs []model.Record, nowMS int64) err
 			c.createdAt, c.updatedAt, c.sortKey, c.threadKey, c.tags, c.route,
 			c.attempts, c.nextRetryAt, c.externalID, c.deliveredAt, c.errorCode,
 			c.errorMessage, c.retryAfter, c.lastError, c.leaseID, c.leaseHolder, c.leaseUntil,
-			c.unread, c.conv, nowMS)
+			c.unread, c.conv, nowMS, c.legacy)
 	}
 	b.Queue(sqlNotify, s.channel, changedBoxes(recs))
 	return nil
@@ -321,6 +328,16 @@ func queueInsertRecord(b *pgx.Batch, rec *model.Record, nowMS int64) error {
 		string(rec.State), rec.CreatedAtMS, rec.UpdatedAtMS, rec.SortKey, rec.ThreadKey, tags, route,
 		d.Attempts, d.NextRetryAtMS, d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode,
 		d.ErrorMessage, d.RetryAfterMS, d.LastError, leaseID, holder, until,
-		nowMS, unread, rec.BoxKind.HasConversations() && rec.ThreadKey != "")
+		nowMS, unread, rec.BoxKind.HasConversations() && rec.ThreadKey != "", legacyID(rec.RecordID))
 	return nil
+}
+
+// legacyID is the id a record had before ids carried their message's
+// locator (model.LegacyRecordID): the id itself for one without a locator,
+// so a lookup of both finds the record under either.
+func legacyID(recordID string) string {
+	if l, ok := model.LegacyRecordID(recordID); ok {
+		return l
+	}
+	return recordID
 }

@@ -85,7 +85,10 @@ func (s *Store) queryRecords(ctx context.Context, what, query string, args ...an
 
 // GetRecord returns one record or model.ErrNotFound.
 func (s *Store) GetRecord(ctx context.Context, recordID string) (model.Record, error) {
-	r, err := scanRecord(s.pool.QueryRow(ctx, "SELECT "+recordCols+" FROM records WHERE record_id = $1", recordID))
+	// A record stored before ids carried their message's locator is found
+	// by the id the core derives for it now, too (bulk.go, legacyID).
+	r, err := scanRecord(s.pool.QueryRow(ctx, "SELECT "+recordCols+" FROM records WHERE record_id IN ($1, $2)",
+		recordID, legacyID(recordID)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, model.NotFound("record")
 	}

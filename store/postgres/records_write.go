@@ -311,7 +311,7 @@ var sqlUpdate = `WITH c AS (
 			error_message = $7::text, retry_after_ms = $8::bigint, last_error = $9::text,
 			visible_at_ms = $10::bigint, lease_id = $11::text, lease_holder = $12::text,
 			lease_until_ms = $13::bigint, updated_at_ms = $14::bigint
-		WHERE record_id = $15::text AND state = $16::text AND ($17::text = '' OR lease_id = $17::text)
+		WHERE record_id IN ($15::text, $22::text) AND state = $16::text AND ($17::text = '' OR lease_id = $17::text)
 		RETURNING *
 	)` + fmt.Sprintf(sqlChangeTail, "$18", "$19", "$14", "$20", "$21", "$16", "$1")
 
@@ -332,7 +332,7 @@ func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, erro
 		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlUpdate, string(u.To), d.Attempts, d.NextRetryAtMS,
 			d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
 			u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID,
-			typ, u.EventDetail, model.UnreadDelta(u.From, u.To), convBoxes))
+			typ, u.EventDetail, model.UnreadDelta(u.From, u.To), convBoxes, legacyID(u.RecordID)))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -353,8 +353,8 @@ func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, erro
 // updateMiss explains why an Update's compare-and-set matched nothing.
 func (s *Store) updateMiss(ctx context.Context, u *store.Update) error {
 	var state, lease string
-	err := s.pool.QueryRow(ctx, `SELECT state, COALESCE(lease_id, '') FROM records WHERE record_id = $1`,
-		u.RecordID).Scan(&state, &lease)
+	err := s.pool.QueryRow(ctx, `SELECT state, COALESCE(lease_id, '') FROM records WHERE record_id IN ($1, $2)`,
+		u.RecordID, legacyID(u.RecordID)).Scan(&state, &lease)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return model.NotFound("record")
 	}

@@ -138,13 +138,22 @@ type recordSet struct {
 	recs  []model.Record
 	nowMS int64
 	res   *store.ApplyResult
-	// msgRef is the number of the records' message (Apply's); 0 when the
-	// records may be of several messages (a consumer's copies), whose
-	// numbers are looked up.
+	// msgID and msgRef name the plan's message (Apply's); msgRef is 0 when
+	// the records may be of several messages (a consumer's copies). A
+	// record of another message has its message's number looked up.
+	msgID  string
 	msgRef int64
-	// fresh: this write stored the message, so no record of it can exist
-	// yet and none is probed (seqcache.go).
+	// fresh: this write stored msgID, so no record of it can exist yet
+	// and none is probed (seqcache.go).
 	fresh bool
+}
+
+// ownRef is r's message number when the set carries it, else 0.
+func (set *recordSet) ownRef(r *model.Record) int64 {
+	if r.MsgID == set.msgID {
+		return set.msgRef
+	}
+	return 0
 }
 
 // newRecord is a record about to be inserted, with its set's time and its
@@ -199,7 +208,7 @@ func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
 				r.UpdatedAtMS = r.CreatedAtMS
 			}
 			set.res.Created = append(set.res.Created, r)
-			ref := set.msgRef
+			ref := set.ownRef(&r)
 			if ref == 0 {
 				ref = refs[r.MsgID]
 			}
@@ -237,7 +246,7 @@ func (w *txWriter) lookup(ctx context.Context, sets []recordSet) (map[string]boo
 	var boxes []boxKey
 	for _, set := range sets {
 		for _, r := range set.recs {
-			if !set.fresh {
+			if !set.fresh || r.MsgID != set.msgID {
 				probe = append(probe, r.RecordID)
 			}
 			k := boxKey{r.Owner, r.BoxKind}

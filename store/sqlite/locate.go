@@ -61,16 +61,16 @@ var bulkExists = bulkKind{`SELECT v.column1 FROM (VALUES `, `(?, ?, ?, ?)`, `) A
 			OR EXISTS (SELECT 1 FROM record_ids l WHERE l.record_id = v.column1)
 			OR EXISTS (SELECT 1 FROM record_ids l WHERE l.record_id = v.column4)`}
 
-// msgRefs numbers the messages of the sets that do not carry their
-// message's number (a consumer's copies), storing a message without a
-// body for any that is not stored (retention keeps a message some record
-// refers to, so this is for completeness, not a path taken).
+// msgRefs numbers the messages of the records whose set does not carry
+// their message's number (a consumer's copies, or a plan's record of
+// another message), storing a message without a body for any that is not
+// stored: every record refers to a stored message.
 func (w *txWriter) msgRefs(ctx context.Context, sets []recordSet) (map[string]int64, error) {
 	var ids []string
 	for _, set := range sets {
-		if set.msgRef == 0 {
-			for _, r := range set.recs {
-				ids = append(ids, r.MsgID)
+		for i := range set.recs {
+			if set.ownRef(&set.recs[i]) == 0 {
+				ids = append(ids, set.recs[i].MsgID)
 			}
 		}
 	}
@@ -143,8 +143,9 @@ func (w *txWriter) stored(ctx context.Context, ids []string) (map[string]bool, e
 }
 
 // unlocated files the ids of recs that do not locate their message in
-// record_ids, where ridOf finds them. model.RecordID makes no such id;
-// this keeps the store whole for a caller that names records its own way.
+// record_ids, where ridOf finds them. The core's ids always locate their
+// message (model.RecordID of a message.IDOf id); this keeps the store
+// whole for ids of other shapes.
 func (w *txWriter) unlocated(ctx context.Context, recs []newRecord) error {
 	for i := range recs {
 		r := &recs[i]

@@ -15,8 +15,8 @@ import (
 
 // terminalStates is the SQL list of the states model.State.IsTerminal
 // accepts. It must be spelled exactly as in the records_retention partial
-// index of migration 0002, or the planner cannot use that index (a driver
-// test checks both).
+// index (migrations 0002 and 0005), or the planner cannot use that index
+// (a driver test checks both).
 const terminalStates = `'READED', 'SENT', 'DEAD', 'ARCHIVED', 'DELETED'`
 
 // maxMS is a time bound that excludes nothing.

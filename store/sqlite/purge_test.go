@@ -29,12 +29,15 @@ func TestRetentionStatesMatchModel(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("terminalStates = %v, model's terminal states are %v", got, want)
 	}
-	ms, err := loadMigrations()
-	if err != nil {
+	// The index as the migrations left it (0002 made it, 0005 made it
+	// again on the rebuilt table).
+	s, _ := openTest(t)
+	var def string
+	if err := s.r.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'records_retention'`).Scan(&def); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(ms[1].SQL, "WHERE state IN ("+terminalStates+");") {
-		t.Fatalf("migration %s does not index exactly state IN (%s)", ms[1].Name, terminalStates)
+	if !strings.HasSuffix(def, "WHERE state IN ("+terminalStates+")") {
+		t.Fatalf("records_retention is %q: not exactly state IN (%s)", def, terminalStates)
 	}
 }
 

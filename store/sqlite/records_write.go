@@ -63,7 +63,7 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *sto
 		}
 	}
 	if len(p.Records) > 0 {
-		s.deferred = append(s.deferred, recordSet{recs: p.Records, nowMS: p.NowMS, res: res, msgRef: ref, fresh: fresh})
+		s.deferred = append(s.deferred, recordSet{recs: p.Records, nowMS: p.NowMS, res: res, msgID: p.MsgID, msgRef: ref, fresh: fresh})
 	}
 	return nil
 }

@@ -66,8 +66,10 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 			ON CONFLICT (msg_id) DO NOTHING RETURNING msg_ref`},
 		// A body stored again keeps its bytes but takes the later time:
 		// retention keeps bodies stored after its MessagesBeforeMS. A
-		// message stored without its body (empty) gets it now.
-		{&st.refreshMsg, `UPDATE messages SET created_at_ms = max(created_at_ms, ?3),
+		// message stored without its body (empty) gets it now; given
+		// without one, nothing changes.
+		{&st.refreshMsg, `UPDATE messages SET
+				created_at_ms = CASE WHEN length(?2) > 0 THEN max(created_at_ms, ?3) ELSE created_at_ms END,
 				body = CASE WHEN length(body) = 0 THEN ?2 ELSE body END
 			WHERE msg_id = ?1 RETURNING msg_ref`},
 		{&st.msgRefs, `SELECT msg_id, msg_ref FROM messages WHERE msg_id IN (SELECT value FROM json_each(?))`},

@@ -41,6 +41,7 @@ type group struct {
 func groups() []group {
 	return []group{
 		{"Apply", applyTests()},
+		{"RecordIDs", recordIDTests()},
 		{"Conversations", conversationTests()},
 		{"Claim", claimTests()},
 		{"Leases", leaseTests()},

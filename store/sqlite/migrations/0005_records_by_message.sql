@@ -16,8 +16,8 @@
 --
 -- Records stored before this migration keep their ids, which carry no
 -- locator: those ids are kept in record_ids. A new record enters it only
--- if its id does not locate its own message, which no id made by
--- model.RecordID does.
+-- if its id does not locate its own message, which the core's ids
+-- (model.RecordID of a message.IDOf id) always do.
 --
 -- Both tables are rebuilt, so this migration takes time in proportion to
 -- the store (about a minute per million records) and, until the old pages
