@@ -43,7 +43,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("sqlite: database schema version %d is newer than this msgcenter (knows %d); upgrade msgcenter", cur, latest)
 		}
 		for _, m := range ms[cur:] {
-			// Some migrations rebuild tables (0005: about a minute per
+			// Some migrations rebuild tables (0005: about 35 s per
 			// million records): say so before, not only after.
 			start := time.Now()
 			if cur > 0 {
