@@ -55,6 +55,11 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	if err := s.w.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != "1" {
 		t.Fatalf("synchronous = %q, %v", sync, err)
 	}
+	// Migrations sort through files; the writer's own sorts stay in memory.
+	var temp int
+	if err := s.w.QueryRow("PRAGMA temp_store").Scan(&temp); err != nil || temp != 2 {
+		t.Fatalf("writer temp_store = %d, %v; want 2 (MEMORY)", temp, err)
+	}
 	var qo int
 	if err := s.r.QueryRow("PRAGMA query_only").Scan(&qo); err != nil || qo != 1 {
 		t.Fatalf("reader query_only = %d, %v", qo, err)

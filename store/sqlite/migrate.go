@@ -34,6 +34,15 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	latest := len(ms)
+	// A migration that rebuilds tables sorts every row for each index it
+	// builds. The writer keeps temporary data in memory (temp_store, right
+	// for its own small sorts), which for 0005 on 2 million records took
+	// the process to 1 GiB; so while migrations run, sorts spill to
+	// temporary files (SQLite's: SQLITE_TMPDIR, TMPDIR, else /var/tmp).
+	if err := s.tempStore(ctx, "FILE"); err != nil {
+		return err
+	}
+	defer s.tempStore(ctx, "MEMORY")
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var cur int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&cur); err != nil {
@@ -63,4 +72,16 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// tempStore sets the writer's temp_store between transactions (SQLite
+// refuses to change it inside one).
+func (s *Store) tempStore(ctx context.Context, mode string) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, done: make(chan error, 1), ctl: func() error {
+		// mode is one of our own constants: PRAGMA takes no parameters.
+		if _, err := s.w.ExecContext(ctx, "PRAGMA temp_store = "+mode); err != nil {
+			return fmt.Errorf("sqlite: temp_store %s: %w", mode, err)
+		}
+		return nil
+	}})
 }
