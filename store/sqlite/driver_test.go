@@ -357,13 +357,13 @@ func TestQueryPlans(t *testing.T) {
 		{sqlNextVisible, "records_box_state (owner=? AND box=? AND state=?)"},
 		// A record by id: next to the messages its id locates, else among
 		// the ids that locate none.
-		{`SELECT * FROM records WHERE rid = ` + ridOf(1, 2), "SEARCH records USING INTEGER PRIMARY KEY (rowid=?)"},
-		{`SELECT * FROM records WHERE rid = ` + ridOf(1, 2), "SEARCH m USING COVERING INDEX messages_id (msg_id>? AND msg_id<?)"},
-		{`SELECT * FROM records WHERE rid = ` + ridOf(1, 2), "SEARCH r USING COVERING INDEX records_msg (msg_ref=? AND record_id=?)"},
-		{`SELECT * FROM records WHERE rid = ` + ridOf(1, 2), "SEARCH record_ids USING PRIMARY KEY (record_id=?)"},
+		{`SELECT * FROM records WHERE rid = ` + ridParams(1, 2), "SEARCH records USING INTEGER PRIMARY KEY (rowid=?)"},
+		{`SELECT * FROM records WHERE rid = ` + ridParams(1, 2), "SEARCH m USING COVERING INDEX messages_id (msg_id>? AND msg_id<?)"},
+		{`SELECT * FROM records WHERE rid = ` + ridParams(1, 2), "SEARCH r USING COVERING INDEX records_msg (msg_ref=? AND record_id=?)"},
+		{`SELECT * FROM records WHERE rid = ` + ridParams(1, 2), "SEARCH record_ids USING PRIMARY KEY (record_id=?)"},
 		{bulkExists.sql(4), "SEARCH m USING COVERING INDEX messages_id (msg_id>? AND msg_id<?)"},
 		{bulkExists.sql(4), "SEARCH r USING COVERING INDEX records_msg (msg_ref=? AND record_id=?)"},
-		{bulkExists.sql(4), "SEARCH l USING PRIMARY KEY (record_id=?)"},
+		{bulkExists.sql(4), "SEARCH record_ids USING PRIMARY KEY (record_id=?)"},
 		{bulkSeqs.sql(4), "SEARCH b USING PRIMARY KEY (owner=? AND box=?)"},
 		{`SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref WHERE m.msg_id = ?1 AND r.owner = ?2`,
 			"SEARCH r USING INDEX records_msg (msg_ref=?)"},

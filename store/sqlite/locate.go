@@ -24,42 +24,47 @@ import (
 // derives for it now (its old id is that id's prefix), which keeps writes
 // of old messages idempotent across the upgrade.
 
-// ridOf is the scalar subquery finding a record's rid by its id (bound to
-// parameter id) and idArgs' three values (bound from parameter n on): the
-// record next to the messages its id locates (records_msg), else among the
-// ids that locate no message (record_ids, which holds the ids of records
-// stored before schema 5, looked up as given and without the locator, as
-// the core derives them now). The LIMIT ends it at the first part that
-// finds the record.
-func ridOf(id, n int) string {
-	return fmt.Sprintf(`(SELECT r.rid FROM messages m JOIN records r ON r.msg_ref = m.msg_ref AND r.record_id = ?%[1]d
-			WHERE m.msg_id >= ?%[2]d AND m.msg_id < ?%[3]d
-		UNION ALL SELECT rid FROM record_ids WHERE record_id = ?%[1]d
-		UNION ALL SELECT rid FROM record_ids WHERE record_id = ?%[4]d
-		LIMIT 1)`, id, n, n+1, n+2)
+// ridOf is the scalar subquery finding a record's rid by its id, given as
+// SQL expressions for the id and idArgs' three values: the record next to
+// the messages its id locates (records_msg), else among the ids that
+// locate no message (record_ids, which holds the ids of records stored
+// before schema 5), looked up as given and without the locator, as the
+// core derives them now. The LIMIT ends it at the first part that finds
+// the record. Point lookups bind parameters (ridParams); bulkExists asks
+// it of each row of a VALUES list.
+func ridOf(id, lo, hi, legacy string) string {
+	return `(SELECT r.rid FROM messages m JOIN records r ON r.msg_ref = m.msg_ref AND r.record_id = ` + id + `
+			WHERE m.msg_id >= ` + lo + ` AND m.msg_id < ` + hi + `
+		UNION ALL SELECT rid FROM record_ids WHERE record_id = ` + id + `
+		UNION ALL SELECT rid FROM record_ids WHERE record_id = ` + legacy + `
+		LIMIT 1)`
+}
+
+// ridParams is ridOf on numbered parameters: the id at id, idArgs' values
+// from n on.
+func ridParams(id, n int) string {
+	p := func(i int) string { return fmt.Sprintf("?%d", i) }
+	return ridOf(p(id), p(n), p(n+1), p(n+2))
 }
 
 // idArgs are the values ridOf binds after the id: the range of message ids
-// the id's locator names, and the id the record had before ids carried one.
-// An id without a locator names no range and is its own old id.
+// the id's locator names, and the id the record had before ids carried
+// one. An id without a locator names no range and no other id.
 func idArgs(recordID string) (lo, hi, legacy string) {
 	p, ok := model.RecordLocator(recordID)
 	if !ok {
-		return "", "", recordID
+		return "", "", ""
 	}
 	legacy, _ = model.LegacyRecordID(recordID)
 	// Message ids continue in hex digits, all below 'g'.
 	return p, p + "g", legacy
 }
 
-// bulkExists returns those of the record ids that are stored, found
-// the way ridOf finds one (TestQueryPlans checks that each part is an
-// index lookup). Values: id, its locator's range, its old id (idArgs).
+// bulkExists returns those of the record ids that are stored, each found
+// as ridOf finds one (TestQueryPlans checks that each part is an index
+// lookup). Values: id, then idArgs.
 var bulkExists = bulkKind{`SELECT v.column1 FROM (VALUES `, `(?, ?, ?, ?)`, `) AS v
-		WHERE EXISTS (SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref AND r.record_id = v.column1
-				WHERE m.msg_id >= v.column2 AND m.msg_id < v.column3)
-			OR EXISTS (SELECT 1 FROM record_ids l WHERE l.record_id = v.column1)
-			OR EXISTS (SELECT 1 FROM record_ids l WHERE l.record_id = v.column4)`}
+		WHERE ` + ridOf("v.column1", "v.column2", "v.column3", "v.column4") + ` IS NOT NULL`}
 
 // msgRefs numbers the messages of the records whose set does not carry
 // their message's number (a consumer's copies, or a plan's record of

@@ -89,7 +89,7 @@ func (s *Store) GetRecord(ctx context.Context, recordID string) (model.Record, e
 	}
 	// A record stored before ids carried their locator is kept under its
 	// old id, which is what the overlay knows it by.
-	if r, ok := s.overlay.get(legacy); ok && legacy != recordID {
+	if r, ok := s.overlay.get(legacy); ok && legacy != "" {
 		return r, nil
 	}
 	r, err := scanRecord(s.st.getRecord.QueryRowContext(ctx, recordID, lo, hi, legacy))
@@ -391,8 +391,8 @@ func (s *Store) CanReadMessage(ctx context.Context, did, msgID string) (bool, er
 	err := s.queryRow(ctx,
 		// CASE, not OR: it stops at the first answer that is yes.
 		`SELECT CASE
-			WHEN EXISTS (SELECT 1 FROM records WHERE rid = `+ridOf(3, 4)+` AND owner = ?2) THEN 1
-			WHEN EXISTS (SELECT 1 FROM records WHERE rid = `+ridOf(7, 8)+` AND owner = ?2) THEN 1
+			WHEN EXISTS (SELECT 1 FROM records WHERE rid = `+ridParams(3, 4)+` AND owner = ?2) THEN 1
+			WHEN EXISTS (SELECT 1 FROM records WHERE rid = `+ridParams(7, 8)+` AND owner = ?2) THEN 1
 			WHEN EXISTS (SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref
 				JOIN group_subscribers g ON g.group_did = r.owner AND g.subscriber = ?2
 				WHERE m.msg_id = ?1 AND r.box = 'GROUP_INBOX') THEN 1
