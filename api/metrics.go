@@ -28,6 +28,7 @@ type Metrics struct {
 	purged   *prometheus.CounterVec
 	purgedMs prometheus.Counter
 	sched    prometheus.Counter
+	wakes    *prometheus.CounterVec
 	requests *prometheus.HistogramVec
 
 	streams      *prometheus.GaugeVec
@@ -59,6 +60,9 @@ func NewMetrics() *Metrics {
 			Help: "Message bodies deleted by retention once no record referred to them."}),
 		sched: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgcenter_scheduled_total",
 			Help: "Delayed messages scheduled."}),
+		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_claim_wakeups_total",
+			Help: "Claimers woken while they waited (get_next with wait_ms), by what they did: taken (claimed a record), empty (looked and found none), skipped (did not look: another claimer had found none since the last change that could leave one; also counts claimers back for more after an ack)."},
+			[]string{"box", "outcome"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgcenter_http_request_duration_seconds",
 			Help: "HTTP request latency by route and status.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)},
 			[]string{"route", "code"}),
@@ -72,7 +76,7 @@ func NewMetrics() *Metrics {
 	for _, k := range []string{streamKindBox, streamKindEvents} {
 		m.streams.WithLabelValues(k)
 	}
-	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.purged, m.purgedMs, m.sched, m.requests,
+	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.purged, m.purgedMs, m.sched, m.wakes, m.requests,
 		m.streams, m.ownersOnline, m.streamsSlow,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -102,6 +106,11 @@ func (m *Metrics) Purged(b model.BoxKind, n int) {
 
 // PurgedMessages implements core.Metrics.
 func (m *Metrics) PurgedMessages(n int) { m.purgedMs.Add(float64(n)) }
+
+// ClaimWake implements core.Metrics.
+func (m *Metrics) ClaimWake(b model.BoxKind, o core.WakeOutcome) {
+	m.wakes.WithLabelValues(string(b.Family()), string(o)).Inc()
+}
 
 // Scheduled implements core.Metrics.
 func (m *Metrics) Scheduled() { m.sched.Inc() }

@@ -49,14 +49,32 @@ func (s *Service) Next(ctx context.Context, who model.Identity, owner string, bo
 		return nil, model.Invalid("wait_ms", fmt.Sprintf("must be between 0 and %d", s.cfg.MaxWait.Milliseconds()))
 	}
 	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
-	for woken := false; ; woken = true {
-		changed := s.notify.Watch(owner, box)
+	for wake := wakeNone; ; {
+		var changed <-chan struct{}
+		if lock {
+			changed = s.notify.WatchClaims(owner, box)
+		} else {
+			changed = s.notify.Watch(owner, box)
+		}
 		tried := s.nowMS() // before the attempt: see NextVisible below
 		var rec model.Record
 		var err error
+		var nextAt int64
+		known := false // whether nextAt answers NextVisible already
 		switch {
-		case lock && woken:
-			rec, err = s.claimWoken(ctx, who, owner, box, lease, req.Holder, tried, deadline)
+		case lock && wake != wakeNone:
+			rec, nextAt, known, err = s.claimWoken(ctx, who, owner, box, lease, req.Holder, tried, deadline, changed, wake)
+		case lock && req.WaitMS > 0:
+			// A claimer back for more (after an ack) while the box is
+			// known empty waits without a claim write that would find
+			// nothing. Not without wait_ms: a poll answers from the store,
+			// and a timer looks again, whatever the mark says.
+			if at, ok := s.notify.knownEmpty(owner, box, changed, tried); ok {
+				s.cfg.Metrics.ClaimWake(box, WakeSkipped)
+				nextAt, known, err = at, true, model.NotFound("claimable record")
+				break
+			}
+			rec, err = s.claim(ctx, who, owner, box, lease, req.Holder)
 		case lock:
 			rec, err = s.claim(ctx, who, owner, box, lease, req.Holder)
 		default:
@@ -75,13 +93,26 @@ func (s *Service) Next(ctx context.Context, who model.Identity, owner string, bo
 		// A record retrying with backoff becomes claimable at a known time
 		// without any write: wake then too. Asked from the time of the
 		// attempt, not now: a backoff that ended in between would be in
-		// neither answer, and the claimer would sleep next to it.
-		if lock {
-			if at, ok, err := s.st.NextVisible(ctx, owner, box, claimable, tried); err != nil {
-				return nil, err
-			} else if ok {
-				left = min(left, time.Duration(at-s.nowMS())*time.Millisecond)
+		// neither answer, and the claimer would sleep next to it. A
+		// claimer that found nothing says so, as claimWoken does, and takes
+		// the word of another that said so for when to look again.
+		if lock && !known {
+			if at, ok := s.notify.knownEmpty(owner, box, changed, tried); ok {
+				nextAt = at
+			} else {
+				at, ok, err := s.st.NextVisible(ctx, owner, box, claimable, tried)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					at = 0
+				}
+				nextAt = at
+				s.notify.foundEmpty(owner, box, changed, at)
 			}
+		}
+		if nextAt != 0 {
+			left = min(left, time.Duration(nextAt-s.nowMS())*time.Millisecond)
 		}
 		// Look again now and then even without a wake-up: with several nodes
 		// a notification can be lost with its connection, and this bounds
@@ -92,11 +123,22 @@ func (s *Service) Next(ctx context.Context, who model.Identity, owner string, bo
 			t.Stop()
 			return nil, ctx.Err()
 		case <-changed:
+			wake = wakeChange
 		case <-t.C:
+			wake = wakeTimer
 		}
 		t.Stop()
 	}
 }
+
+// How a waiting claimer came to look again.
+type wakeReason int
+
+const (
+	wakeNone   wakeReason = iota // its first attempt
+	wakeChange                   // a change that may have left something to claim
+	wakeTimer                    // its timer: a delayed record's time, or the idle recheck
+)
 
 func (s *Service) leaseDuration(ms int64) (time.Duration, error) {
 	if ms == 0 {
@@ -135,31 +177,57 @@ func (s *Service) claim(ctx context.Context, who model.Identity, owner string, b
 }
 
 // claimWoken is a claim by a claimer a change to the box woke. Every
-// change wakes every waiting claimer, and most changes (an ack, another
-// claimer's take) leave nothing to take: it asks with a read before
-// queueing a write for the store's writer (measured in msgload's mixed
-// mode at 800 msgs/s: 58% of claim writes found nothing, and asking first
-// took the p99 from send to claim from 287 ms to 44 ms), and it asks
-// behind the box's wake gate, after the previous woken claimer's write.
-// Waiting for the gate ends at the caller's deadline like any other wait.
+// change that may leave something to claim wakes every waiting claimer,
+// and one new record leaves something for one of them: it asks with a
+// read before queueing a write for the store's writer (measured in
+// msgload's mixed mode at 800 msgs/s: 58% of claim writes found nothing,
+// and asking first took the p99 from send to claim from 287 ms to 44 ms),
+// and it asks behind the box's wake gate, after the previous woken
+// claimer's write. A claimer that finds nothing says so (foundEmpty), and
+// the others the same change woke take its word instead of asking again;
+// one woken by its timer asks anyway, since the timer stands for what no
+// change announces (a delayed record's time, a lost notification from
+// another node). Waiting for the gate ends at the caller's deadline like
+// any other wait. It returns, with a record not found, when the next
+// delayed record becomes claimable if it learned that (known).
 func (s *Service) claimWoken(ctx context.Context, who model.Identity, owner string, box model.BoxKind, lease time.Duration, holder string,
-	nowMS int64, deadline time.Time) (model.Record, error) {
+	nowMS int64, deadline time.Time, changed <-chan struct{}, wake wakeReason) (rec model.Record, nextAt int64, known bool, err error) {
 	leave, err := s.woken.enter(ctx, boxKey{owner, box}, deadline)
 	if errors.Is(err, errGateTimeout) {
-		return model.Record{}, model.NotFound("claimable record") // out of time
+		return rec, 0, false, model.NotFound("claimable record") // out of time
 	}
 	if err != nil {
-		return model.Record{}, err
+		return rec, 0, false, err
 	}
 	defer leave()
-	ok, err := s.st.Claimable(ctx, owner, box, model.ClaimableState(box), nowMS)
+	if wake == wakeChange {
+		if at, ok := s.notify.knownEmpty(owner, box, changed, nowMS); ok {
+			s.cfg.Metrics.ClaimWake(box, WakeSkipped)
+			return rec, at, true, model.NotFound("claimable record")
+		}
+	}
+	claimable := model.ClaimableState(box)
+	ok, err := s.st.Claimable(ctx, owner, box, claimable, nowMS)
 	if err != nil {
-		return model.Record{}, err
+		return rec, 0, false, err
 	}
 	if !ok {
-		return model.Record{}, model.NotFound("claimable record")
+		at, later, err := s.st.NextVisible(ctx, owner, box, claimable, nowMS)
+		if err != nil {
+			return rec, 0, false, err
+		}
+		if !later {
+			at = 0
+		}
+		s.notify.foundEmpty(owner, box, changed, at)
+		s.cfg.Metrics.ClaimWake(box, WakeEmpty)
+		return rec, at, true, model.NotFound("claimable record")
 	}
-	return s.claim(ctx, who, owner, box, lease, holder)
+	rec, err = s.claim(ctx, who, owner, box, lease, holder)
+	if err == nil {
+		s.cfg.Metrics.ClaimWake(box, WakeTaken)
+	}
+	return rec, 0, false, err
 }
 
 func (s *Service) peek(ctx context.Context, owner string, box model.BoxKind, states []model.State) (model.Record, error) {

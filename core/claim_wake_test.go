@@ -30,16 +30,29 @@ func (c *claimCounter) Claimable(ctx context.Context, owner string, box model.Bo
 	return c.Store.Claimable(ctx, owner, box, state, nowMS)
 }
 
-// TestWokenClaimersAskBeforeWriting: a change to a box that leaves nothing
-// to take (here an ack) wakes every waiting claimer; none of them may queue
-// a claim write for it, and a real new record is taken by one of them,
-// with one claim write.
+// wakeCounter counts what woken claimers did (Metrics.ClaimWake).
+type wakeCounter struct {
+	noMetrics
+	taken, empty, skipped atomic.Int64
+}
+
+func (w *wakeCounter) ClaimWake(_ model.BoxKind, o WakeOutcome) {
+	map[WakeOutcome]*atomic.Int64{WakeTaken: &w.taken, WakeEmpty: &w.empty, WakeSkipped: &w.skipped}[o].Add(1)
+}
+
+func (w *wakeCounter) total() int64 { return w.taken.Load() + w.empty.Load() + w.skipped.Load() }
+
+// TestWokenClaimersAskBeforeWriting: an ack leaves nothing to take and
+// wakes no waiting claimer; a new record wakes them all, one takes it with
+// one claim write, one more asks the store and finds nothing, and the rest
+// take that answer without asking.
 func TestWokenClaimersAskBeforeWriting(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cc := &claimCounter{Store: openTestStore(t)}
-	s := New(cc, Config{IdleRecheck: time.Hour}) // no timed re-checks: only wake-ups
+	wc := &wakeCounter{}
+	s := New(cc, Config{IdleRecheck: time.Hour, Metrics: wc}) // no timed re-checks: only wake-ups
 	bob := agent("did:bob")
 
 	if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, "first")}); err != nil {
@@ -63,15 +76,23 @@ func TestWokenClaimersAskBeforeWriting(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, "every waiter's first attempt", func() bool { return cc.claims.Load() == 1+waiters })
+	// A waiter's first claim finds nothing; those that come after it take
+	// its word.
+	waitFor(t, "every waiter's first attempt", func() bool { return cc.claims.Load()-1+wc.skipped.Load() == waiters })
+	claims0 := cc.claims.Load()
+	wc.skipped.Store(0)
 
-	// The ack changes the box and wakes the waiters, but leaves nothing UNREAD.
+	// The ack changes the box (its streams must see it) but leaves nothing
+	// UNREAD: the claimers sleep on. The box's stream watch is closed.
+	stream, claims := s.Watch(bob.DID, model.Inbox), s.notify.WatchClaims(bob.DID, model.Inbox)
 	if _, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: held.Record.Lease.ID}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every woken waiter to ask", func() bool { return cc.asks.Load() >= waiters })
-	if n := cc.claims.Load(); n != 1+waiters {
-		t.Fatalf("woken waiters queued %d claim writes for a change with nothing to take", n-1-waiters)
+	if !closed(stream) {
+		t.Fatal("the ack did not wake the box's stream watchers")
+	}
+	if closed(claims) {
+		t.Fatal("the ack woke the box's claimers")
 	}
 
 	if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, "second")}); err != nil {
@@ -85,17 +106,74 @@ func TestWokenClaimersAskBeforeWriting(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no waiter took the new record")
 	}
-	// The others ask one after another behind the wake gate, each after
-	// the claim before it, and find it taken.
-	waitFor(t, "every waiter woken by the send to ask", func() bool { return cc.asks.Load() >= 2*waiters })
-	if n := cc.claims.Load() - 1 - waiters; n != 1 {
+	// The others pass the wake gate one after another, after the claim
+	// before them: the first asks and finds it taken, the rest take its
+	// word. Had the ack woken them, each would have asked once more.
+	waitFor(t, "every waiter woken by the send", func() bool { return wc.total() >= waiters })
+	cancel()
+	wg.Wait() // the counts are final
+	if a, e, sk := cc.asks.Load(), wc.empty.Load(), wc.skipped.Load(); a != 2 || e != 1 || sk != waiters-2 {
+		t.Fatalf("after an ack and one new record: %d asks, %d found nothing, %d skipped; want 2, 1, %d", a, e, sk, waiters-2)
+	}
+	if n := cc.claims.Load() - claims0; n != 1 {
 		t.Fatalf("waiters woken by one new record queued %d claim writes, want 1", n)
 	}
-	cancel()
-	wg.Wait()
 	if len(got) != 0 {
 		t.Fatalf("%d more waiters took a record; there was one", len(got))
 	}
+}
+
+// TestClaimerRecheckIgnoresEmptyMark: a box marked as found empty is
+// still looked at when a claimer's idle recheck fires, since that timer
+// stands for changes no notification announced (another node's, lost with
+// its connection). Here the record is written to the store behind the
+// service's back (by another service on the same store, as another node
+// would), so nothing wakes the claimers.
+func TestClaimerRecheckIgnoresEmptyMark(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := openTestStore(t)
+	wc := &wakeCounter{}
+	s := New(st, Config{IdleRecheck: 50 * time.Millisecond, Metrics: wc})
+	bob := agent("did:bob")
+
+	const waiters = 3
+	got := make(chan *wire.RecordWithMsg, waiters)
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{WaitMS: 30_000})
+			if err == nil && r != nil {
+				got <- r
+			}
+		}()
+	}
+	// A change with nothing to take marks the box found empty.
+	waitFor(t, "the box marked found empty", func() bool {
+		s.notify.Changed(bob.DID, model.Inbox)
+		return wc.empty.Load() > 0
+	})
+
+	// Another node on the same store, whose notifications do not reach
+	// this one.
+	other := New(st, Config{})
+	res, err := other.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, "unannounced")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.Record.MsgID != res.MsgID {
+			t.Fatalf("took %s, want the unannounced record of %s", r.Record.MsgID, res.MsgID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no claimer found the unannounced record: the idle recheck trusted the empty mark")
+	}
+	cancel()
+	wg.Wait()
 }
 
 // waitFor polls cond until it holds, failing the test after 10 s.
@@ -155,5 +233,49 @@ func TestBackoffEndingDuringAClaimIsNotSlept(t *testing.T) {
 	}
 	if waited := time.Since(start); waited > 2500*time.Millisecond {
 		t.Fatalf("the claimer slept %v next to a claimable record", waited)
+	}
+}
+
+// TestClaimerWokenByExpiredLease: a record claimable again without a new
+// record (here its lease expired, with a retry backoff of 1 ms) wakes a
+// claimer that found the box empty. The clock is the test's, so a claimer
+// not woken would sleep for its IdleRecheck of an hour.
+func TestClaimerWokenByExpiredLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := newClock()
+	s := New(openTestStore(t), Config{IdleRecheck: time.Hour, Now: clk.Now, BackoffBase: time.Millisecond})
+	bob := agent("did:bob")
+	if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, "once")}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{LeaseMS: 1000})
+	if err != nil || held == nil {
+		t.Fatalf("claim: %v, %v", held, err)
+	}
+	got := make(chan *wire.RecordWithMsg, 1)
+	go func() {
+		r, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{WaitMS: 30_000})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	waitFor(t, "the waiter to find the box empty", func() bool {
+		_, ok := s.notify.knownEmpty(bob.DID, model.Inbox, s.notify.WatchClaims(bob.DID, model.Inbox), s.nowMS())
+		return ok
+	})
+	clk.Advance(2 * time.Second)
+	if n, err := s.ReapExpired(ctx); err != nil || n != 1 {
+		t.Fatalf("ReapExpired = %d, %v; want 1", n, err)
+	}
+	clk.Advance(time.Second) // past the backoff
+	select {
+	case r := <-got:
+		if r == nil || r.Record.RecordID != held.Record.RecordID {
+			t.Fatalf("the waiter got %+v, want the record whose lease expired", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the expired lease did not wake the waiting claimer")
 	}
 }

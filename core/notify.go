@@ -12,27 +12,56 @@ type boxKey struct {
 	box   model.BoxKind
 }
 
+// watchKey is what a watcher waits for: any change of a box (streams, a
+// peek), or only the changes that can leave something in it to claim (a
+// claimer). An ack changes a box but leaves nothing new to take; waking
+// every waiting claimer for it cost each of them a look at the store for
+// nothing (docs/benchmarks.md, fourteenth round).
+type watchKey struct {
+	boxKey
+	claims bool
+}
+
+// watch is one box's current channel. A claimer woken by a change that
+// looked and found nothing to claim marks it (foundEmpty), so the others
+// that change woke need not look again until the next change or until a
+// delayed record's time comes.
+type watch struct {
+	ch     chan struct{}
+	empty  bool
+	nextAt int64 // with empty: when a record becomes visible without a write (0: none known)
+}
+
 // notifier wakes goroutines waiting for a box to change. A waiter takes the
 // box's channel before it looks at the store, so a write that lands between
 // the look and the wait still closes the channel it holds: no lost wake-up.
 type notifier struct {
 	mu sync.Mutex
-	m  map[boxKey]chan struct{}
+	m  map[watchKey]*watch
 }
 
-func newNotifier() *notifier { return &notifier{m: make(map[boxKey]chan struct{})} }
+func newNotifier() *notifier { return &notifier{m: make(map[watchKey]*watch)} }
+
+func (n *notifier) watch(k watchKey) <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w, ok := n.m[k]
+	if !ok {
+		w = &watch{ch: make(chan struct{})}
+		n.m[k] = w
+	}
+	return w.ch
+}
 
 // Watch returns a channel closed at the next change of (owner, box).
 func (n *notifier) Watch(owner string, box model.BoxKind) <-chan struct{} {
-	k := boxKey{owner, box}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ch, ok := n.m[k]
-	if !ok {
-		ch = make(chan struct{})
-		n.m[k] = ch
-	}
-	return ch
+	return n.watch(watchKey{boxKey{owner, box}, false})
+}
+
+// WatchClaims returns a channel closed at the next change of (owner, box)
+// that can leave a record to claim there (Changed, not Updated).
+func (n *notifier) WatchClaims(owner string, box model.BoxKind) <-chan struct{} {
+	return n.watch(watchKey{boxKey{owner, box}, true})
 }
 
 // anyBox is the key of the global watch: every box change closes it too, so
@@ -40,24 +69,38 @@ func (n *notifier) Watch(owner string, box model.BoxKind) <-chan struct{} {
 // of boxes. No real box has an empty owner.
 var anyBox = boxKey{}
 
-// Changed wakes everyone watching (owner, box) and everyone watching any box.
+// Changed wakes everyone watching (owner, box), its claimers included, and
+// everyone watching any box: for changes that may leave a record to claim
+// (new records, a record claimable again).
 func (n *notifier) Changed(owner string, box model.BoxKind) {
-	k := boxKey{owner, box}
-	n.mu.Lock()
-	ch, ok := n.m[k]
-	if ok {
-		delete(n.m, k)
+	n.close(boxKey{owner, box}, true)
+}
+
+// Updated wakes the watchers of (owner, box) and of any box but not its
+// claimers: for changes that leave nothing new to claim, such as an ack.
+func (n *notifier) Updated(owner string, box model.BoxKind) {
+	n.close(boxKey{owner, box}, false)
+}
+
+func (n *notifier) close(k boxKey, claims bool) {
+	keys := [3]watchKey{{anyBox, false}, {k, false}, {k, true}}
+	nk := 2
+	if claims {
+		nk = 3
 	}
-	all, allOK := n.m[anyBox]
-	if allOK {
-		delete(n.m, anyBox)
+	var chs [3]chan struct{}
+	n.mu.Lock()
+	for i, wk := range keys[:nk] {
+		if w, ok := n.m[wk]; ok {
+			delete(n.m, wk)
+			chs[i] = w.ch
+		}
 	}
 	n.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-	if allOK {
-		close(all)
+	for _, ch := range chs {
+		if ch != nil {
+			close(ch)
+		}
 	}
 }
 
@@ -65,13 +108,13 @@ func (n *notifier) Changed(owner string, box model.BoxKind) {
 // changes that make nothing new to claim, such as a claim itself.
 func (n *notifier) ChangedAny() {
 	n.mu.Lock()
-	all, ok := n.m[anyBox]
+	w, ok := n.m[watchKey{anyBox, false}]
 	if ok {
-		delete(n.m, anyBox)
+		delete(n.m, watchKey{anyBox, false})
 	}
 	n.mu.Unlock()
 	if ok {
-		close(all)
+		close(w.ch)
 	}
 }
 
@@ -79,11 +122,37 @@ func (n *notifier) ChangedAny() {
 func (n *notifier) ChangedAll() {
 	n.mu.Lock()
 	m := n.m
-	n.m = make(map[boxKey]chan struct{})
+	n.m = make(map[watchKey]*watch)
 	n.mu.Unlock()
-	for _, ch := range m {
-		close(ch)
+	for _, w := range m {
+		close(w.ch)
 	}
+}
+
+// foundEmpty records that a claimer holding ch, the box's claim channel,
+// looked after taking it and found nothing to claim before nextAt (0:
+// nothing delayed either). It is forgotten at the box's next Changed; a
+// claimer holding an older channel learns nothing from it.
+func (n *notifier) foundEmpty(owner string, box model.BoxKind, ch <-chan struct{}, nextAt int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if w, ok := n.m[watchKey{boxKey{owner, box}, true}]; ok && w.ch == ch {
+		w.empty, w.nextAt = true, nextAt
+	}
+}
+
+// knownEmpty reports whether a claimer holding ch may skip its look at
+// nowMS: another claimer looked since the last change that could leave
+// something to claim and found nothing, and no delayed record has come
+// due since. It returns when the next delayed record does (0: none).
+func (n *notifier) knownEmpty(owner string, box model.BoxKind, ch <-chan struct{}, nowMS int64) (nextAt int64, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w, found := n.m[watchKey{boxKey{owner, box}, true}]
+	if !found || w.ch != ch || !w.empty || (w.nextAt != 0 && w.nextAt <= nowMS) {
+		return 0, false
+	}
+	return w.nextAt, true
 }
 
 // Watch exposes box change notifications to other packages in-process

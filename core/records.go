@@ -28,7 +28,11 @@ func (s *Service) actOn(ctx context.Context, who model.Identity, recordID string
 func (s *Service) update(ctx context.Context, u *store.Update) (model.Record, error) {
 	rec, err := s.st.Update(ctx, u)
 	if err == nil {
-		s.notify.Changed(rec.Owner, rec.BoxKind)
+		if rec.State == model.ClaimableState(rec.BoxKind) {
+			s.notify.Changed(rec.Owner, rec.BoxKind) // a retry, a redrive, an expired lease
+		} else {
+			s.notify.Updated(rec.Owner, rec.BoxKind)
+		}
 		return rec, nil
 	}
 	if !errors.Is(err, model.ErrConflict) {

@@ -220,15 +220,30 @@ type Metrics interface {
 	// Purged counts records retention deleted, by box family.
 	Purged(box model.BoxKind, n int)
 	PurgedMessages(n int)
+	// ClaimWake counts what a claimer woken while it waited did: took a
+	// record, looked and found none, or skipped the look because another
+	// claimer had found none since the last change that could leave one.
+	// A claimer back for more (after an ack) counts only when it skips.
+	ClaimWake(box model.BoxKind, outcome WakeOutcome)
 }
+
+// WakeOutcome is what a woken claimer did (Metrics.ClaimWake).
+type WakeOutcome string
+
+const (
+	WakeTaken   WakeOutcome = "taken"
+	WakeEmpty   WakeOutcome = "empty"
+	WakeSkipped WakeOutcome = "skipped"
+)
 
 type noMetrics struct{}
 
-func (noMetrics) Claimed(model.BoxKind)      {}
-func (noMetrics) Retried(model.BoxKind)      {}
-func (noMetrics) Dead(model.BoxKind)         {}
-func (noMetrics) LeaseExpired(model.BoxKind) {}
-func (noMetrics) Created(model.BoxKind, int) {}
-func (noMetrics) Scheduled()                 {}
-func (noMetrics) Purged(model.BoxKind, int)  {}
-func (noMetrics) PurgedMessages(int)         {}
+func (noMetrics) Claimed(model.BoxKind)                {}
+func (noMetrics) Retried(model.BoxKind)                {}
+func (noMetrics) Dead(model.BoxKind)                   {}
+func (noMetrics) LeaseExpired(model.BoxKind)           {}
+func (noMetrics) Created(model.BoxKind, int)           {}
+func (noMetrics) Scheduled()                           {}
+func (noMetrics) Purged(model.BoxKind, int)            {}
+func (noMetrics) PurgedMessages(int)                   {}
+func (noMetrics) ClaimWake(model.BoxKind, WakeOutcome) {}
