@@ -356,3 +356,59 @@ func TestHTTPLeaseExpiry(t *testing.T) {
 		t.Fatalf("the new holder's ack: %+v", r)
 	}
 }
+
+// TestHTTPAckNext: a state change or a delivery report with next also
+// claims the box's next record (JetStream's AckNext); bad next input is
+// refused with the field named and changes nothing.
+func TestHTTPAckNext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.postSend(t, e.alice, chat(didAlice, []string{didBob}, "one"))
+	second := e.postSend(t, e.alice, chat(didAlice, []string{didBob}, "two"))
+	held := e.claim(t, e.bob, didBob, model.Inbox)
+	if held.Record.MsgID != first.MsgID {
+		t.Fatalf("claimed %s, want the first message", held.Record.MsgID)
+	}
+	path := recPath(held.Record.RecordID, "state")
+	e.runBad(t, []badCase{
+		{name: "next wait too long", method: "POST", path: path, token: e.bob, status: 400, code: wire.CodeInvalid, field: "next.wait_ms",
+			body: wire.StateRequest{NewState: model.Readed, LeaseID: held.Record.Lease.ID, Next: &wire.NextRequest{WaitMS: 10_000_000}}},
+		{name: "next peeks", method: "POST", path: path, token: e.bob, status: 400, code: wire.CodeInvalid, field: "next.lock_on_take",
+			body: wire.StateRequest{NewState: model.Readed, LeaseID: held.Record.Lease.ID, Next: &wire.NextRequest{LockOnTake: ptr(false)}}},
+		{name: "next state filter", method: "POST", path: recPath(held.Record.RecordID, "delivery"), token: e.bob, status: 400, code: wire.CodeInvalid, field: "next.state_filter",
+			body: wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, Next: &wire.NextRequest{StateFilter: []model.State{model.Readed}}}},
+	})
+	if rec := e.record(t, held.Record.RecordID); rec.State != model.Reading {
+		t.Fatalf("a refused request changed the record: %s", rec.State)
+	}
+
+	noBody := false
+	got := ok[wire.StateResult](t, e.do(t, "POST", path, e.bob,
+		wire.StateRequest{NewState: model.Readed, LeaseID: held.Record.Lease.ID, WithObject: &noBody, Next: &wire.NextRequest{LeaseMS: 60_000}}))
+	if got.Record.State != model.Readed || got.Msg != nil {
+		t.Fatalf("acked record %+v", got.RecordWithMsg)
+	}
+	if got.Next == nil || got.Next.Record.MsgID != second.MsgID || got.Next.Record.State != model.Reading ||
+		got.Next.Record.Lease == nil || contentOf(t, got.Next.Msg) != "two" {
+		t.Fatalf("next = %+v, want the second message claimed with its body", got.Next)
+	}
+
+	// The box is empty now: a report with next waits for the next send.
+	sent := make(chan resp, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		sent <- e.do(t, "POST", "/v1/post_send", e.alice, wire.PostSendRequest{Msg: chat(didAlice, []string{didBob}, "three")})
+	}()
+	done := ok[wire.StateResult](t, e.do(t, "POST", recPath(got.Next.Record.RecordID, "delivery"), e.bob,
+		wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, LeaseID: got.Next.Record.Lease.ID, Next: &wire.NextRequest{WaitMS: 10_000}}))
+	third := ok[wire.PostSendResult](t, <-sent)
+	if done.Record.State != model.Readed || done.Next == nil || done.Next.Record.MsgID != third.MsgID {
+		t.Fatalf("report with next: %+v, next %+v", done.Record, done.Next)
+	}
+	// Nothing within next.wait_ms: no next.
+	last := ok[wire.StateResult](t, e.do(t, "POST", recPath(done.Next.Record.RecordID, "delivery"), e.bob,
+		wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, Next: &wire.NextRequest{WaitMS: 50}}))
+	if last.Record.State != model.Readed || last.Next != nil {
+		t.Fatalf("last report: %+v, next %+v", last.Record, last.Next)
+	}
+}

@@ -82,6 +82,7 @@ var oaSchemaTypes = map[string]reflect.Type{
 	"Event":        reflect.TypeFor[model.Event](),
 	// wire
 	"RecordWithMsg":       reflect.TypeFor[wire.RecordWithMsg](),
+	"StateResult":         reflect.TypeFor[wire.StateResult](),
 	"DispatchRequest":     reflect.TypeFor[wire.DispatchRequest](),
 	"DispatchResult":      reflect.TypeFor[wire.DispatchResult](),
 	"SendCtx":             reflect.TypeFor[wire.SendCtx](),

@@ -229,7 +229,11 @@ func TestRecordActions(t *testing.T) {
 		method, path, bd string
 	}{
 		{"state", func(c *Client) (*wire.RecordWithMsg, error) {
-			return c.SetState(context.Background(), "r1", &wire.StateRequest{NewState: model.Archived, Reason: "done", LeaseID: "L"})
+			r, err := c.SetState(context.Background(), "r1", &wire.StateRequest{NewState: model.Archived, Reason: "done", LeaseID: "L"})
+			if err != nil {
+				return nil, err
+			}
+			return &r.RecordWithMsg, nil
 		}, "POST", "/v1/records/r1/state", `{"new_state":"ARCHIVED","reason":"done","lease_id":"L"}`},
 		{"ack", func(c *Client) (*wire.RecordWithMsg, error) {
 			return c.Ack(context.Background(), "r1", "L", "ext-9")

@@ -21,31 +21,49 @@ func (c *Client) GetRecord(ctx context.Context, recordID string, withObject bool
 }
 
 // SetState moves a record to a new state, checked against the transition
-// table (POST /v1/records/{record_id}/state).
-func (c *Client) SetState(ctx context.Context, recordID string, req *wire.StateRequest) (*wire.RecordWithMsg, error) {
-	return c.recordPost(ctx, recordID, "state", req)
+// table (POST /v1/records/{record_id}/state). With req.Next it also claims
+// the box's next record, answered in the result's Next.
+func (c *Client) SetState(ctx context.Context, recordID string, req *wire.StateRequest) (*wire.StateResult, error) {
+	var out wire.StateResult
+	if _, err := c.call(ctx, http.MethodPost, recordPath(recordID, "state"), nil, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ReportDelivery reports the outcome of handling a held record: success
 // acks it, failure schedules a retry or, out of attempts, makes it DEAD
-// (POST /v1/records/{record_id}/delivery).
-func (c *Client) ReportDelivery(ctx context.Context, recordID string, req *wire.DeliveryRequest) (*wire.RecordWithMsg, error) {
-	return c.recordPost(ctx, recordID, "delivery", req)
+// (POST /v1/records/{record_id}/delivery). With req.Next it also claims the
+// box's next record, answered in the result's Next.
+func (c *Client) ReportDelivery(ctx context.Context, recordID string, req *wire.DeliveryRequest) (*wire.StateResult, error) {
+	var out wire.StateResult
+	if _, err := c.call(ctx, http.MethodPost, recordPath(recordID, "delivery"), nil, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Ack reports a successful delivery of a held record. leaseID and
 // externalMsgID are optional.
 func (c *Client) Ack(ctx context.Context, recordID, leaseID, externalMsgID string) (*wire.RecordWithMsg, error) {
-	return c.ReportDelivery(ctx, recordID, &wire.DeliveryRequest{
+	r, err := c.ReportDelivery(ctx, recordID, &wire.DeliveryRequest{
 		Result:  &wire.DeliveryResult{OK: true, ExternalMsgID: externalMsgID},
 		LeaseID: leaseID,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &r.RecordWithMsg, nil
 }
 
 // Fail reports a failed delivery of a held record; res.OK is forced false.
 func (c *Client) Fail(ctx context.Context, recordID, leaseID string, res wire.DeliveryResult) (*wire.RecordWithMsg, error) {
 	res.OK = false
-	return c.ReportDelivery(ctx, recordID, &wire.DeliveryRequest{Result: &res, LeaseID: leaseID})
+	r, err := c.ReportDelivery(ctx, recordID, &wire.DeliveryRequest{Result: &res, LeaseID: leaseID})
+	if err != nil {
+		return nil, err
+	}
+	return &r.RecordWithMsg, nil
 }
 
 // ExtendLease extends the lease of a held record

@@ -19,8 +19,29 @@ import (
 // woken by the write that makes a record claimable, not by a sleep loop.
 // It returns nil, nil when there is nothing by the deadline.
 func (s *Service) Next(ctx context.Context, who model.Identity, owner string, box model.BoxKind, req *wire.NextRequest) (*wire.RecordWithMsg, error) {
+	p, err := s.checkNext(ctx, who, owner, box, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.next(ctx, p)
+}
+
+// nextCall is a checked get_next.
+type nextCall struct {
+	who       model.Identity
+	owner     string
+	box       model.BoxKind
+	req       *wire.NextRequest
+	lock      bool
+	withObj   bool
+	states    []model.State
+	lease     time.Duration
+	claimable model.State
+}
+
+// checkNext checks a get_next for who, before it changes anything.
+func (s *Service) checkNext(ctx context.Context, who model.Identity, owner string, box model.BoxKind, req *wire.NextRequest) (*nextCall, error) {
 	lock := orTrue(req.LockOnTake)
-	withObj := orTrue(req.WithObject)
 	if lock {
 		if err := canAct(who, owner); err != nil {
 			return nil, err
@@ -48,6 +69,13 @@ func (s *Service) Next(ctx context.Context, who model.Identity, owner string, bo
 	if req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > s.cfg.MaxWait {
 		return nil, model.Invalid("wait_ms", fmt.Sprintf("must be between 0 and %d", s.cfg.MaxWait.Milliseconds()))
 	}
+	return &nextCall{who: who, owner: owner, box: box, req: req, lock: lock, withObj: orTrue(req.WithObject),
+		states: states, lease: lease, claimable: claimable}, nil
+}
+
+// next runs a checked get_next.
+func (s *Service) next(ctx context.Context, p *nextCall) (*wire.RecordWithMsg, error) {
+	who, owner, box, req, lock, withObj, states, lease, claimable := p.who, p.owner, p.box, p.req, p.lock, p.withObj, p.states, p.lease, p.claimable
 	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
 	for wake := wakeNone; ; {
 		var changed <-chan struct{}
@@ -170,6 +198,13 @@ func (s *Service) claim(ctx context.Context, who model.Identity, owner string, b
 	}
 	s.cfg.Metrics.Claimed(box)
 	s.notify.ChangedAny() // the claim is an event; event streams should see it now
+	// A record claimed from a box said to be empty came without a change
+	// announcing it (another node's notification lost): the claimers
+	// sleeping on that word look again, so a backlog is not worked at one
+	// record per idle recheck.
+	if s.notify.contradicted(owner, box, now) {
+		s.notify.Changed(owner, box)
+	}
 	if at := s.reaperAt.get(); at == 0 || until < at {
 		kick(s.reaperKick)
 	}

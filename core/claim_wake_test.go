@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -126,9 +127,10 @@ func TestWokenClaimersAskBeforeWriting(t *testing.T) {
 // TestClaimerRecheckIgnoresEmptyMark: a box marked as found empty is
 // still looked at when a claimer's idle recheck fires, since that timer
 // stands for changes no notification announced (another node's, lost with
-// its connection). Here the record is written to the store behind the
-// service's back (by another service on the same store, as another node
-// would), so nothing wakes the claimers.
+// its connection). Here the records are written by another service on the
+// same store, as another node would, so nothing wakes the claimer. The
+// record it then finds shows the mark wrong: the records after it are
+// claimed without waiting for the recheck again.
 func TestClaimerRecheckIgnoresEmptyMark(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -138,42 +140,54 @@ func TestClaimerRecheckIgnoresEmptyMark(t *testing.T) {
 	s := New(st, Config{IdleRecheck: 50 * time.Millisecond, Metrics: wc})
 	bob := agent("did:bob")
 
-	const waiters = 3
-	got := make(chan *wire.RecordWithMsg, waiters)
-	var wg sync.WaitGroup
-	for range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	const records = 4
+	got := make(chan string, records)
+	done := make(chan struct{})
+	go func() { // a worker: get_next with wait_ms, then an ack
+		defer close(done)
+		for ctx.Err() == nil {
 			r, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{WaitMS: 30_000})
-			if err == nil && r != nil {
-				got <- r
+			if err != nil || r == nil {
+				continue
 			}
-		}()
-	}
+			if _, err := s.SetState(ctx, bob, r.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: r.Record.Lease.ID}); err != nil {
+				t.Error(err)
+				return
+			}
+			got <- r.Record.MsgID
+		}
+	}()
 	// A change with nothing to take marks the box found empty.
 	waitFor(t, "the box marked found empty", func() bool {
 		s.notify.Changed(bob.DID, model.Inbox)
 		return wc.empty.Load() > 0
 	})
 
-	// Another node on the same store, whose notifications do not reach
-	// this one.
 	other := New(st, Config{})
-	res, err := other.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, "unannounced")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case r := <-got:
-		if r.Record.MsgID != res.MsgID {
-			t.Fatalf("took %s, want the unannounced record of %s", r.Record.MsgID, res.MsgID)
+	want := map[string]bool{}
+	for i := range records {
+		res, err := other.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, fmt.Sprint("unannounced ", i))})
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no claimer found the unannounced record: the idle recheck trusted the empty mark")
+		want[res.MsgID] = true
+	}
+	for range records {
+		select {
+		case id := <-got:
+			if !want[id] {
+				t.Fatalf("took %s, not one of the unannounced records", id)
+			}
+			delete(want, id)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the worker did not find the unannounced records: the idle recheck trusted the empty mark")
+		}
+	}
+	if n := wc.skipped.Load(); n != 0 {
+		t.Fatalf("%d claims skipped on the word of a mark the first record had shown wrong", n)
 	}
 	cancel()
-	wg.Wait()
+	<-done
 }
 
 // waitFor polls cond until it holds, failing the test after 10 s.

@@ -155,6 +155,21 @@ func (n *notifier) knownEmpty(owner string, box model.BoxKind, ch <-chan struct{
 	return w.nextAt, true
 }
 
+// contradicted reports whether the box is known empty at nowMS, which a
+// record just claimed from it shows to be wrong, and forgets the finding
+// (also one whose delayed record has come due, which is merely out of
+// date).
+func (n *notifier) contradicted(owner string, box model.BoxKind, nowMS int64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w, ok := n.m[watchKey{boxKey{owner, box}, true}]
+	if !ok || !w.empty {
+		return false
+	}
+	w.empty = false
+	return w.nextAt == 0 || nowMS < w.nextAt
+}
+
 // Watch exposes box change notifications to other packages in-process
 // (streams).
 func (s *Service) Watch(owner string, box model.BoxKind) <-chan struct{} {

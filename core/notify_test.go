@@ -104,3 +104,27 @@ func TestKnownEmpty(t *testing.T) {
 		t.Error("the finding survived a change that may leave something to claim")
 	}
 }
+
+// A record claimed from a box known empty contradicts the finding, which
+// is then forgotten; one whose delayed record came due is only forgotten.
+func TestContradicted(t *testing.T) {
+	n := newNotifier()
+	ch := n.WatchClaims("did:a", model.Inbox)
+	if n.contradicted("did:a", model.Inbox, 100) {
+		t.Fatal("a box never found empty was contradicted")
+	}
+	n.foundEmpty("did:a", model.Inbox, ch, 500)
+	if !n.contradicted("did:a", model.Inbox, 100) {
+		t.Fatal("a claim from a box known empty did not contradict the finding")
+	}
+	if _, ok := n.knownEmpty("did:a", model.Inbox, ch, 100); ok || n.contradicted("did:a", model.Inbox, 100) {
+		t.Fatal("the contradicted finding was kept")
+	}
+	n.foundEmpty("did:a", model.Inbox, ch, 500)
+	if n.contradicted("did:a", model.Inbox, 500) {
+		t.Fatal("a claim of the delayed record the finding knew of contradicted it")
+	}
+	if _, ok := n.knownEmpty("did:a", model.Inbox, ch, 100); ok {
+		t.Fatal("the out-of-date finding was kept")
+	}
+}

@@ -63,7 +63,7 @@ func (s *Service) requireHeld(rec model.Record, leaseID string) error {
 
 // SetState is update_record_state: a user-driven transition checked
 // against the transition table.
-func (s *Service) SetState(ctx context.Context, who model.Identity, recordID string, req *wire.StateRequest) (*wire.RecordWithMsg, error) {
+func (s *Service) SetState(ctx context.Context, who model.Identity, recordID string, req *wire.StateRequest) (*wire.StateResult, error) {
 	to, err := model.ParseState(string(req.NewState))
 	if err != nil {
 		return nil, model.Invalid("new_state", err.(*model.Error).Message)
@@ -77,6 +77,10 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	}
 	if req.LeaseID != "" && (rec.Lease == nil || rec.Lease.ID != req.LeaseID) {
 		return nil, &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id", Message: "this lease no longer holds the record"}
+	}
+	next, err := s.checkThenNext(ctx, who, rec, req.Next)
+	if err != nil {
+		return nil, err
 	}
 	now := s.nowMS()
 	u := &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: req.LeaseID, To: to,
@@ -98,13 +102,13 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if to == model.Dead {
 		s.cfg.Metrics.Dead(rec.BoxKind)
 	}
-	return s.withMsg(ctx, out, orTrue(req.WithObject))
+	return s.thenNext(ctx, out, orTrue(req.WithObject), next)
 }
 
 // ReportDelivery is report_delivery: the holder of a claimed record says
 // how it went. Success acknowledges (SENT / READED); failure retries with
 // backoff or, out of attempts or not retryable, goes DEAD.
-func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, recordID string, req *wire.DeliveryRequest) (*wire.RecordWithMsg, error) {
+func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, recordID string, req *wire.DeliveryRequest) (*wire.StateResult, error) {
 	if req.Result == nil {
 		return nil, model.Invalid("result", "is required")
 	}
@@ -117,6 +121,10 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 		return nil, err
 	}
 	if err := s.requireHeld(rec, req.LeaseID); err != nil {
+		return nil, err
+	}
+	next, err := s.checkThenNext(ctx, who, rec, req.Next)
+	if err != nil {
 		return nil, err
 	}
 	leaseID := req.LeaseID
@@ -137,7 +145,45 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 	if err != nil {
 		return nil, err
 	}
-	return s.withMsg(ctx, out, orTrue(req.WithObject))
+	return s.thenNext(ctx, out, orTrue(req.WithObject), next)
+}
+
+// checkThenNext checks a request's next (nil: none) for the box of rec,
+// before the change it follows is made: bad input changes nothing. Its
+// fields are named under "next.".
+func (s *Service) checkThenNext(ctx context.Context, who model.Identity, rec model.Record, req *wire.NextRequest) (*nextCall, error) {
+	if req == nil {
+		return nil, nil
+	}
+	if !orTrue(req.LockOnTake) {
+		return nil, model.Invalid("next.lock_on_take", "must be true: next claims the box's next record")
+	}
+	p, err := s.checkNext(ctx, who, rec.Owner, rec.BoxKind, req)
+	var me *model.Error
+	if errors.As(err, &me) && me.Field != "" {
+		e := *me
+		e.Field = "next." + e.Field
+		return nil, &e
+	}
+	return p, err
+}
+
+// thenNext answers a change with rec and, when next is set, claims the
+// box's next record: JetStream's AckNext, one call where a worker made
+// two. The change is made by then, so a failed claim is reported as an
+// error although the change stands.
+func (s *Service) thenNext(ctx context.Context, rec model.Record, withObj bool, next *nextCall) (*wire.StateResult, error) {
+	res, err := s.withMsg(ctx, rec, withObj)
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.StateResult{RecordWithMsg: *res}
+	if next != nil {
+		if out.Next, err = s.next(ctx, next); err != nil {
+			return nil, fmt.Errorf("the record is %s, but claiming the next one failed: %w", rec.State, err)
+		}
+	}
+	return out, nil
 }
 
 // backoff is the retry delay after the n-th failed attempt: base·2^(n-1),

@@ -36,6 +36,20 @@ func (r *RecordWithMsg) AppendJSON(b []byte) ([]byte, error) {
 	return appendMsg(b, r.Msg), nil
 }
 
+// AppendJSON appends r's JSON to b. Written out, not left to the embedded
+// RecordWithMsg's method, which would drop next.
+func (r *StateResult) AppendJSON(b []byte) ([]byte, error) {
+	b, err := r.RecordWithMsg.AppendJSON(b)
+	if err != nil || r.Next == nil {
+		return b, err
+	}
+	b = append(b[:len(b)-1], `,"next":`...) // in place of the closing brace
+	if b, err = r.Next.AppendJSON(b); err != nil {
+		return b, err
+	}
+	return append(b, '}'), nil
+}
+
 // AppendJSON appends f's JSON to b.
 func (f *StreamFrame) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"seq":`...)

@@ -101,6 +101,14 @@ func items(t *rapid.T) []RecordWithMsg {
 func TestAppendJSONIsEncodingJSON(t *testing.T) {
 	cases := map[string]func(t *rapid.T) appender{
 		"RecordWithMsg": func(t *rapid.T) appender { v := recordWithMsg().Draw(t, "v"); return &v },
+		"StateResult": func(t *rapid.T) appender {
+			v := &StateResult{RecordWithMsg: recordWithMsg().Draw(t, "v")}
+			if rapid.Bool().Draw(t, "with_next") {
+				next := recordWithMsg().Draw(t, "next")
+				v.Next = &next
+			}
+			return v
+		},
 		"StreamFrame": func(t *rapid.T) appender {
 			return &StreamFrame{Seq: ints().Draw(t, "seq"), Record: record().Draw(t, "record"), Msg: body().Draw(t, "msg")}
 		},

@@ -109,6 +109,12 @@ type StateRequest struct {
 	LeaseID string `json:"lease_id,omitempty"`
 	// WithObject (default true) includes the message body in the answer.
 	WithObject *bool `json:"with_object,omitempty"`
+	// Next, when set, claims the box's next record once this change is
+	// made, as get_next with these parameters would (lock_on_take must
+	// stay true), and answers it in the result's next: an ack and the
+	// next claim in one call. It is checked before anything changes; the
+	// change stands even if the claim then fails.
+	Next *NextRequest `json:"next,omitempty"`
 }
 
 // DeliveryResult is what a consumer or tunnel reports for a held record.
@@ -128,6 +134,20 @@ type DeliveryRequest struct {
 	// WithObject (default true) includes the message body in the answer:
 	// a consumer acknowledging what it already read can leave it out.
 	WithObject *bool `json:"with_object,omitempty"`
+	// Next, when set, claims the box's next record once this change is
+	// made, as get_next with these parameters would (lock_on_take must
+	// stay true), and answers it in the result's next: an ack and the
+	// next claim in one call. It is checked before anything changes; the
+	// change stands even if the claim then fails.
+	Next *NextRequest `json:"next,omitempty"`
+}
+
+// StateResult answers a state change or a delivery report: the record as
+// it is now and, when the request asked for next, the box's next record,
+// claimed (absent: nothing came within next.wait_ms).
+type StateResult struct {
+	RecordWithMsg
+	Next *RecordWithMsg `json:"next,omitempty"`
 }
 
 // LeaseRequest extends the lease of a held record.

@@ -42,6 +42,7 @@ func main() {
 	flag.IntVar(&cfg.Size, "size", 1024, "body bytes")
 	flag.IntVar(&cfg.Producers, "producers", 8, "concurrent producers")
 	flag.IntVar(&cfg.Consumers, "consumers", 8, "concurrent consumers")
+	flag.BoolVar(&cfg.AckNext, "ack-next", false, "msgcenter: consumers acknowledge and claim the next message in one request (a state change with next, like JetStream's AckNext); the peers are driven as before")
 	flag.IntVar(&o.rate, "rate", 5000, "mixed: offered msgs/s over all producers")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "mixed: how long to offer load")
 	flag.StringVar(&o.groups, "groups", "1000,10000", "group: comma list of group sizes")

@@ -23,6 +23,10 @@ type msgcenterTarget struct {
 	rcpt  string
 	mu    sync.Mutex
 	group map[string]string // "size/delivery" -> group DID, set up on first use
+	// With -ack-next, the record each consumer's last ack claimed (nil:
+	// none); each consumer number is one goroutine's.
+	ackNext bool
+	held    []*wire.RecordWithMsg
 }
 
 func (t *msgcenterTarget) Name() string { return "msgcenter" }
@@ -38,6 +42,7 @@ func (t *msgcenterTarget) Open(ctx context.Context, cfg Config) error {
 	t.run = cfg.Run
 	t.rcpt = "did:load:" + cfg.Run + ":rcpt"
 	t.group = make(map[string]string)
+	t.ackNext, t.held = cfg.AckNext, make([]*wire.RecordWithMsg, cfg.Consumers)
 	if err := t.c.Health(ctx); err != nil {
 		return fmt.Errorf("%w: %v", errSkip, err)
 	}
@@ -52,9 +57,13 @@ func (t *msgcenterTarget) Send(ctx context.Context, producer int, body []byte) e
 }
 
 func (t *msgcenterTarget) ClaimAck(ctx context.Context, consumer int, wait time.Duration, received func([]byte)) (bool, error) {
-	r, err := t.c.Next(ctx, t.rcpt, model.Inbox, &wire.NextRequest{WaitMS: wait.Milliseconds()})
-	if err != nil || r == nil {
-		return false, err
+	r := t.held[consumer]
+	t.held[consumer] = nil
+	if r == nil {
+		var err error
+		if r, err = t.c.Next(ctx, t.rcpt, model.Inbox, &wire.NextRequest{WaitMS: wait.Milliseconds()}); err != nil || r == nil {
+			return false, err
+		}
 	}
 	m, err := client.DecodeMessage(r.Msg)
 	if err != nil {
@@ -64,8 +73,18 @@ func (t *msgcenterTarget) ClaimAck(ctx context.Context, consumer int, wait time.
 	// The consumer has the message already: like JetStream's ack, the
 	// answer need not carry it again.
 	noBody := false
-	_, err = t.c.SetState(ctx, r.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: r.Record.Lease.ID, WithObject: &noBody})
-	return err == nil, err
+	req := &wire.StateRequest{NewState: model.Readed, LeaseID: r.Record.Lease.ID, WithObject: &noBody}
+	if t.ackNext {
+		// Without waiting: the ack's answer is its confirmation, and the
+		// next call waits if nothing came.
+		req.Next = &wire.NextRequest{}
+	}
+	res, err := t.c.SetState(ctx, r.Record.RecordID, req)
+	if err != nil {
+		return false, err
+	}
+	t.held[consumer] = res.Next
+	return true, nil
 }
 
 // SendGroup dispatches one message through a group of g subscribers, as a

@@ -28,6 +28,9 @@ type Config struct {
 	NATSURL string
 	// PostgresURL is the PostgreSQL database River uses.
 	PostgresURL string
+	// AckNext: msgcenter's consumers acknowledge and claim the next
+	// message in one request (a state change with next).
+	AckNext bool
 }
 
 // Target is one system under load. The harness calls Open once, then the

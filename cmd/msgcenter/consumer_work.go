@@ -237,7 +237,7 @@ func newConsumerFailCmd(g *globals, o *consumerOwner) *cobra.Command {
 				return err
 			}
 			return consumerRecordAction(g, cmd, o, a[0], a[1], func(c *client.Client) (*wire.RecordWithMsg, error) {
-				return c.ReportDelivery(cmd.Context(), a[1], &wire.DeliveryRequest{Result: res, LeaseID: f.leaseID})
+				return stateRecord(c.ReportDelivery(cmd.Context(), a[1], &wire.DeliveryRequest{Result: res, LeaseID: f.leaseID}))
 			})
 		},
 	}

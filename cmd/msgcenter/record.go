@@ -69,7 +69,7 @@ func newRecordStateCmd(g *globals) *cobra.Command {
 				return usagef("NEW_STATE %q is not a state; want one of %s", a[1], joinStates())
 			}
 			return recordAction(g, cmd, func(c *client.Client) (*wire.RecordWithMsg, error) {
-				return c.SetState(cmd.Context(), a[0], &wire.StateRequest{NewState: st, Reason: reason, LeaseID: leaseID})
+				return stateRecord(c.SetState(cmd.Context(), a[0], &wire.StateRequest{NewState: st, Reason: reason, LeaseID: leaseID}))
 			})
 		},
 	}
@@ -144,7 +144,7 @@ func newRecordFailCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return recordAction(g, cmd, func(c *client.Client) (*wire.RecordWithMsg, error) {
-				return c.ReportDelivery(cmd.Context(), a[0], &wire.DeliveryRequest{Result: res, LeaseID: f.leaseID})
+				return stateRecord(c.ReportDelivery(cmd.Context(), a[0], &wire.DeliveryRequest{Result: res, LeaseID: f.leaseID}))
 			})
 		},
 	}
@@ -184,7 +184,7 @@ func newRecordDeliverCmd(g *globals) *cobra.Command {
 				}
 			}
 			return recordAction(g, cmd, func(c *client.Client) (*wire.RecordWithMsg, error) {
-				return c.ReportDelivery(cmd.Context(), a[0], &wire.DeliveryRequest{Result: res, LeaseID: f.leaseID})
+				return stateRecord(c.ReportDelivery(cmd.Context(), a[0], &wire.DeliveryRequest{Result: res, LeaseID: f.leaseID}))
 			})
 		},
 	}
@@ -228,4 +228,13 @@ func newRecordRedriveCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+// stateRecord is the record a state change or delivery report answers, for
+// the commands that ask for no next record.
+func stateRecord(r *wire.StateResult, err error) (*wire.RecordWithMsg, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &r.RecordWithMsg, nil
 }
