@@ -183,6 +183,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad box kind", []string{"box", "list", "did:x:a", "MAILBOX"}, "not a box kind"},
 		{"bad state", []string{"box", "list", "did:x:a", "inbox", "--state", "UNREAD,NEW"}, "\"NEW\" is not a state"},
 		{"bad order", []string{"box", "list", "did:x:a", "inbox", "--order", "up"}, "asc or desc"},
+		{"ack --wait without --next", []string{"record", "ack", "cyrec:1", "--wait", "5s"}, "add --next"},
 		{"limit too big", []string{"box", "list", "did:x:a", "inbox", "--limit", "5000"}, "--limit 5000"},
 		{"peek with lease", []string{"box", "next", "o", "inbox", "--peek", "--lease", "5s"}, "--peek takes no lease"},
 		{"deliver without outcome", []string{"record", "deliver", "cyrec:1"}, "--ok for success"},
@@ -283,6 +284,31 @@ func TestRecordFail(t *testing.T) {
 	}
 	if got := f.only().Body["result"]; !reflect.DeepEqual(got, map[string]any{"ok": true, "external_msg_id": "tg:5"}) {
 		t.Fatalf("deliver --ok body %v", got)
+	}
+}
+
+func TestRecordAckNext(t *testing.T) {
+	const path = "POST /v1/records/cyrec:1/delivery"
+	acked := `{"record":{"record_id":"cyrec:1","owner":"did:x:bob","box_kind":"INBOX","state":"READED","seq":1}`
+	f := newFakeServer(t, map[string]reply{path: {200, acked + `,"next":` + recordJSON + `}`}})
+	r := runCLI(t, f, nil, "record", "ack", "cyrec:1", "--lease-id", "L-0", "--next", "--wait", "10s", "--lease", "30s")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := map[string]any{"result": map[string]any{"ok": true}, "lease_id": "L-0",
+		"next": map[string]any{"wait_ms": 10000.0, "lease_ms": 30000.0}}
+	if b := f.only().Body; !reflect.DeepEqual(b, want) {
+		t.Fatalf("body %v\nwant %v", b, want)
+	}
+	for _, want := range []string{"acked cyrec:1 (READED)", "READING", "L-1", "hello bob"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	f = newFakeServer(t, map[string]reply{path: {200, acked + `}`}})
+	if r := runCLI(t, f, nil, "record", "ack", "cyrec:1", "--next"); r.code != 0 || !strings.Contains(r.stdout, "no record available in did:x:bob INBOX") {
+		t.Fatalf("nothing next: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -80,19 +81,55 @@ func newRecordStateCmd(g *globals) *cobra.Command {
 
 func newRecordAckCmd(g *globals) *cobra.Command {
 	var externalID, leaseID string
+	var next bool
+	var wait, lease time.Duration
 	cmd := &cobra.Command{
-		Use:     "ack RECORD_ID",
-		Short:   "Acknowledge a held record: done (READED / SENT)",
-		Example: "  msgcenter record ack cyrec:0123… --lease-id L1 --external-id tg:987",
-		Args:    args("RECORD_ID"),
+		Use:   "ack RECORD_ID",
+		Short: "Acknowledge a held record: done (READED / SENT); --next also claims the box's next one",
+		Long: `Acknowledge a held record: done (READED / SENT).
+
+With --next the same request also claims the next waiting record of the
+record's box, as "box next" would (--wait, --lease), and prints it: a worker
+acks and takes its next record in one call.`,
+		Example: `  msgcenter record ack cyrec:0123… --lease-id L1 --external-id tg:987
+  msgcenter record ack cyrec:0123… --lease-id L1 --next --wait 10s --lease 30s`,
+		Args: args("RECORD_ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return recordAction(g, cmd, func(c *client.Client) (*wire.RecordWithMsg, error) {
-				return c.Ack(cmd.Context(), a[0], leaseID, externalID)
+			if !next && (cmd.Flags().Changed("wait") || cmd.Flags().Changed("lease")) {
+				return usagef("--wait and --lease shape the claim of the next record: add --next or drop them")
+			}
+			if !next {
+				return recordAction(g, cmd, func(c *client.Client) (*wire.RecordWithMsg, error) {
+					return c.Ack(cmd.Context(), a[0], leaseID, externalID)
+				})
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.ReportDelivery(cmd.Context(), a[0], &wire.DeliveryRequest{
+				Result:  &wire.DeliveryResult{OK: true, ExternalMsgID: externalID},
+				LeaseID: leaseID,
+				Next:    &wire.NextRequest{WaitMS: wait.Milliseconds(), LeaseMS: lease.Milliseconds()},
+			})
+			if err != nil {
+				return err
+			}
+			return g.emit(cmd, res, func(w io.Writer) error {
+				fmt.Fprintf(w, "acked %s (%s)\n\n", res.Record.RecordID, res.Record.State)
+				if res.Next == nil {
+					_, err := fmt.Fprintf(w, "no record available in %s %s\n", res.Record.Owner, res.Record.BoxKind)
+					return err
+				}
+				return printRecord(w, res.Next)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&externalID, "external-id", "", "id the external platform gave the delivered message")
 	cmd.Flags().StringVar(&leaseID, "lease-id", "", "fail unless the record is still held under this lease")
+	cmd.Flags().BoolVar(&next, "next", false, "also claim the box's next waiting record and print it")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "with --next: wait up to this long for a record to arrive, e.g. 10s")
+	cmd.Flags().DurationVar(&lease, "lease", 0, "with --next: how long the claim lasts, e.g. 30s (default: the server's)")
 	return cmd
 }
 
