@@ -1,8 +1,10 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 
+	"github.com/msgcenter/msgcenter/core"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -28,12 +30,11 @@ func (a *API) setState(w http.ResponseWriter, r *http.Request, who model.Identit
 	if req.NewState == "" {
 		return model.Invalid("new_state", "is required")
 	}
-	res, err := a.svc.SetState(r.Context(), who, r.PathValue("record_id"), &req)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	// Shutdown ends a next's long poll, as it ends get_next's.
+	ctx, cancel := a.untilClosing(r.Context())
+	defer cancel()
+	res, err := a.svc.SetState(ctx, who, r.PathValue("record_id"), &req)
+	return a.writeStateResult(w, r, res, err)
 }
 
 func (a *API) reportDelivery(w http.ResponseWriter, r *http.Request, who model.Identity) error {
@@ -41,7 +42,21 @@ func (a *API) reportDelivery(w http.ResponseWriter, r *http.Request, who model.I
 	if err := a.decode(w, r, &req, false); err != nil {
 		return err
 	}
-	res, err := a.svc.ReportDelivery(r.Context(), who, r.PathValue("record_id"), &req)
+	ctx, cancel := a.untilClosing(r.Context())
+	defer cancel()
+	res, err := a.svc.ReportDelivery(ctx, who, r.PathValue("record_id"), &req)
+	return a.writeStateResult(w, r, res, err)
+}
+
+// writeStateResult answers a state change or a delivery report. A change
+// made whose next claim failed is a 200 all the same, with the claim's
+// error in next_error: the client must not take the change for failed.
+func (a *API) writeStateResult(w http.ResponseWriter, r *http.Request, res *wire.StateResult, err error) error {
+	var ne *core.NextError
+	if errors.As(err, &ne) && res != nil {
+		detail := a.errorBody(r, ne.Err).Error
+		res.NextError, err = &detail, nil
+	}
 	if err != nil {
 		return err
 	}

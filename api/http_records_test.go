@@ -411,4 +411,30 @@ func TestHTTPAckNext(t *testing.T) {
 	if last.Record.State != model.Readed || last.Next != nil {
 		t.Fatalf("last report: %+v, next %+v", last.Record, last.Next)
 	}
+
+	// Shutdown ends next's long poll as it ends get_next's: the ack
+	// stands and is answered, with no next.
+	e2 := newEnv(t)
+	e2.postSend(t, e2.alice, chat(didAlice, []string{didBob}, "before the close"))
+	h := e2.claim(t, e2.bob, didBob, model.Inbox)
+	closed := make(chan resp, 1)
+	go func() {
+		r, err := e2.try("POST", recPath(h.Record.RecordID, "state"), e2.bob,
+			wire.StateRequest{NewState: model.Readed, Next: &wire.NextRequest{WaitMS: 60_000}})
+		if err != nil {
+			r = resp{status: -1, body: []byte(err.Error())}
+		}
+		closed <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	e2.api.Close()
+	select {
+	case r := <-closed:
+		got := ok[wire.StateResult](t, r)
+		if got.Record.State != model.Readed || got.Next != nil || got.NextError != nil {
+			t.Fatalf("ack+next at close: %s", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end next's long poll")
+	}
 }

@@ -170,21 +170,38 @@ func (s *Service) checkThenNext(ctx context.Context, who model.Identity, rec mod
 
 // thenNext answers a change with rec and, when next is set, claims the
 // box's next record: JetStream's AckNext, one call where a worker made
-// two. The change is made by then, so a failed claim is reported as an
-// error although the change stands.
+// two. The change is made by then, so a claim cut short (a gone client,
+// shutdown) answers with no next, as get_next answers nothing, and a
+// claim that fails is returned as a *NextError along with the result.
 func (s *Service) thenNext(ctx context.Context, rec model.Record, withObj bool, next *nextCall) (*wire.StateResult, error) {
 	res, err := s.withMsg(ctx, rec, withObj)
 	if err != nil {
 		return nil, err
 	}
 	out := &wire.StateResult{RecordWithMsg: *res}
-	if next != nil {
-		if out.Next, err = s.next(ctx, next); err != nil {
-			return nil, fmt.Errorf("the record is %s, but claiming the next one failed: %w", rec.State, err)
-		}
+	if next == nil {
+		return out, nil
+	}
+	out.Next, err = s.next(ctx, next)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return out, nil
+	}
+	if err != nil {
+		return out, &NextError{Err: err}
 	}
 	return out, nil
 }
+
+// NextError comes with the result of a change asked to claim the next
+// record (SetState, ReportDelivery with next) when the change was made but
+// the claim failed.
+type NextError struct{ Err error }
+
+func (e *NextError) Error() string {
+	return "the change was made, but claiming the next record failed: " + e.Err.Error()
+}
+
+func (e *NextError) Unwrap() error { return e.Err }
 
 // backoff is the retry delay after the n-th failed attempt: base·2^(n-1),
 // capped.

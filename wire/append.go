@@ -37,15 +37,24 @@ func (r *RecordWithMsg) AppendJSON(b []byte) ([]byte, error) {
 }
 
 // AppendJSON appends r's JSON to b. Written out, not left to the embedded
-// RecordWithMsg's method, which would drop next.
+// RecordWithMsg's method, which would drop next and next_error.
 func (r *StateResult) AppendJSON(b []byte) ([]byte, error) {
 	b, err := r.RecordWithMsg.AppendJSON(b)
-	if err != nil || r.Next == nil {
+	if err != nil || (r.Next == nil && r.NextError == nil) {
 		return b, err
 	}
-	b = append(b[:len(b)-1], `,"next":`...) // in place of the closing brace
-	if b, err = r.Next.AppendJSON(b); err != nil {
-		return b, err
+	b = b[:len(b)-1] // the closing brace, written again below
+	if r.Next != nil {
+		b = append(b, `,"next":`...)
+		if b, err = r.Next.AppendJSON(b); err != nil {
+			return b, err
+		}
+	}
+	if r.NextError != nil {
+		b = append(b, `,"next_error":`...)
+		if b, err = appendPlain(b, r.NextError); err != nil {
+			return b, err
+		}
 	}
 	return append(b, '}'), nil
 }

@@ -107,6 +107,9 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 				next := recordWithMsg().Draw(t, "next")
 				v.Next = &next
 			}
+			if rapid.Bool().Draw(t, "with_next_error") {
+				v.NextError = &ErrorDetail{Code: text().Draw(t, "code"), Message: text().Draw(t, "message"), Field: text().Draw(t, "field")}
+			}
 			return v
 		},
 		"StreamFrame": func(t *rapid.T) appender {

@@ -113,7 +113,7 @@ type StateRequest struct {
 	// made, as get_next with these parameters would (lock_on_take must
 	// stay true), and answers it in the result's next: an ack and the
 	// next claim in one call. It is checked before anything changes; the
-	// change stands even if the claim then fails.
+	// change stands even if the claim then fails (StateResult.NextError).
 	Next *NextRequest `json:"next,omitempty"`
 }
 
@@ -138,7 +138,7 @@ type DeliveryRequest struct {
 	// made, as get_next with these parameters would (lock_on_take must
 	// stay true), and answers it in the result's next: an ack and the
 	// next claim in one call. It is checked before anything changes; the
-	// change stands even if the claim then fails.
+	// change stands even if the claim then fails (StateResult.NextError).
 	Next *NextRequest `json:"next,omitempty"`
 }
 
@@ -148,6 +148,10 @@ type DeliveryRequest struct {
 type StateResult struct {
 	RecordWithMsg
 	Next *RecordWithMsg `json:"next,omitempty"`
+	// NextError says why no next record came when the change was made
+	// but claiming one failed: the change stands, the record above is the
+	// changed one, and get_next can be asked again.
+	NextError *ErrorDetail `json:"next_error,omitempty"`
 }
 
 // LeaseRequest extends the lease of a held record.

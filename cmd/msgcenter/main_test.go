@@ -184,6 +184,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad state", []string{"box", "list", "did:x:a", "inbox", "--state", "UNREAD,NEW"}, "\"NEW\" is not a state"},
 		{"bad order", []string{"box", "list", "did:x:a", "inbox", "--order", "up"}, "asc or desc"},
 		{"ack --wait without --next", []string{"record", "ack", "cyrec:1", "--wait", "5s"}, "add --next"},
+		{"ack --next sub-ms lease", []string{"record", "ack", "cyrec:1", "--next", "--lease", "500us"}, "smallest unit is 1ms"},
 		{"limit too big", []string{"box", "list", "did:x:a", "inbox", "--limit", "5000"}, "--limit 5000"},
 		{"peek with lease", []string{"box", "next", "o", "inbox", "--peek", "--lease", "5s"}, "--peek takes no lease"},
 		{"deliver without outcome", []string{"record", "deliver", "cyrec:1"}, "--ok for success"},

@@ -103,6 +103,14 @@ acks and takes its next record in one call.`,
 					return c.Ack(cmd.Context(), a[0], leaseID, externalID)
 				})
 			}
+			waitMS, err := durationMS("wait", wait)
+			if err != nil {
+				return err
+			}
+			leaseMS, err := durationMS("lease", lease)
+			if err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -110,13 +118,16 @@ acks and takes its next record in one call.`,
 			res, err := c.ReportDelivery(cmd.Context(), a[0], &wire.DeliveryRequest{
 				Result:  &wire.DeliveryResult{OK: true, ExternalMsgID: externalID},
 				LeaseID: leaseID,
-				Next:    &wire.NextRequest{WaitMS: wait.Milliseconds(), LeaseMS: lease.Milliseconds()},
+				Next:    &wire.NextRequest{WaitMS: waitMS, LeaseMS: leaseMS},
 			})
 			if err != nil {
 				return err
 			}
 			return g.emit(cmd, res, func(w io.Writer) error {
 				fmt.Fprintf(w, "acked %s (%s)\n\n", res.Record.RecordID, res.Record.State)
+				if e := res.NextError; e != nil {
+					return fmt.Errorf("acked, but claiming the next record failed: %s: %s", e.Code, e.Message)
+				}
 				if res.Next == nil {
 					_, err := fmt.Fprintf(w, "no record available in %s %s\n", res.Record.Owner, res.Record.BoxKind)
 					return err
