@@ -87,6 +87,22 @@ func (t *msgcenterTarget) ClaimAck(ctx context.Context, consumer int, wait time.
 	return true, nil
 }
 
+// Release puts back, unacknowledged, the records the consumers' last acks
+// claimed (-ack-next) that no ClaimAck handled: a phase can end first.
+func (t *msgcenterTarget) Release(ctx context.Context) error {
+	for i, r := range t.held {
+		if r == nil {
+			continue
+		}
+		t.held[i] = nil
+		noBody := false
+		if _, err := t.c.SetState(ctx, r.Record.RecordID, &wire.StateRequest{NewState: model.Unread, LeaseID: r.Record.Lease.ID, WithObject: &noBody}); err != nil {
+			return fmt.Errorf("release %s: %w", r.Record.RecordID, err)
+		}
+	}
+	return nil
+}
+
 // SendGroup dispatches one message through a group of g subscribers, as a
 // group relays it (from the group, source the author), all stored before
 // the 200 in one transaction: with delivery "members" every subscriber's

@@ -97,6 +97,11 @@ func claim(ctx context.Context, t Target, cfg Config, n int) result {
 		}()
 	}
 	wg.Wait()
+	if rl, ok := t.(Releaser); ok {
+		if err := rl.Release(ctx); err != nil {
+			errs.set(err)
+		}
+	}
 	if f, ok := t.(Flusher); ok && errs.get() == nil {
 		if err := f.Flush(ctx, n); err != nil {
 			errs.set(err)
@@ -189,6 +194,11 @@ func mixed(ctx context.Context, t Target, cfg Config, rate int, d time.Duration)
 		}()
 	}
 	cons.Wait()
+	if rl, ok := t.(Releaser); ok {
+		if err := rl.Release(ctx); err != nil {
+			errs.set(err)
+		}
+	}
 	if f, ok := t.(Flusher); ok && errs.get() == nil {
 		if err := f.Flush(ctx, int(got.Load())); err != nil {
 			errs.set(err)

@@ -61,6 +61,14 @@ type Flusher interface {
 	Flush(ctx context.Context, n int) error
 }
 
+// Releaser is implemented by targets whose consumers may end a phase
+// holding a message they claimed but did not yet count (msgcenter with
+// -ack-next): Release puts such messages back unacknowledged, so a later
+// phase or run finds them.
+type Releaser interface {
+	Release(ctx context.Context) error
+}
+
 // Grouper is implemented by targets with group fan-out: SendGroup sends
 // one message to a group of g subscribers (set up on first use, delivering
 // as delivery says: "members" or "group") and returns when it is
