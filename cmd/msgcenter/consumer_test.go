@@ -168,6 +168,20 @@ func TestConsumerDoneChecksTheBox(t *testing.T) {
 		field(t, b, "result.retry_after_ms") != 5000.0 || b["lease_id"] != "L-1" {
 		t.Fatalf("fail body %v", b)
 	}
+
+	// done --next: checked against the box first, then one request.
+	f = newFakeServer(t, map[string]reply{"GET /v1/records/cyrec:1": {200, mine}, "POST /v1/records/cyrec:1/delivery": {200, mine}})
+	r = runCLI(t, f, nil, "consumer", "done", "work", "cyrec:1", "--next", "--wait", "1s")
+	if r.code != 0 || !strings.Contains(r.stdout, "acked cyrec:1") || !strings.Contains(r.stdout, "no record available in did:x:bob CONSUMER:work") {
+		t.Fatalf("done --next: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if b := f.reqs[1].Body; field(t, b, "next.wait_ms") != 1000.0 || field(t, b, "result.ok") != true {
+		t.Fatalf("done --next body %v", b)
+	}
+	f = newFakeServer(t, map[string]reply{"GET /v1/records/cyrec:1": {200, recordJSON}})
+	if r := runCLI(t, f, nil, "consumer", "done", "work", "cyrec:1", "--next"); r.code != 1 || len(f.reqs) != 1 {
+		t.Fatalf("done --next of another box's record: exit %d, %d requests", r.code, len(f.reqs))
+	}
 }
 
 func TestParseKeep(t *testing.T) {

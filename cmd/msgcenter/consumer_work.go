@@ -201,18 +201,47 @@ func consumerRecordAction(g *globals, cmd *cobra.Command, o *consumerOwner, name
 
 func newConsumerDoneCmd(g *globals, o *consumerOwner) *cobra.Command {
 	var leaseID string
+	var nf nextFlags
 	cmd := &cobra.Command{
-		Use:     "done NAME RECORD_ID",
-		Short:   "Acknowledge a claimed record of the consumer: done (READING → READED)",
-		Example: "  msgcenter consumer done work cyrec:0123… --lease-id L1",
-		Args:    args("NAME", "RECORD_ID"),
+		Use:   "done NAME RECORD_ID",
+		Short: "Acknowledge a claimed record of the consumer: done (READING → READED); --next also claims the next one",
+		Example: `  msgcenter consumer done work cyrec:0123… --lease-id L1
+  msgcenter consumer done work cyrec:0123… --lease-id L1 --next --wait 10s`,
+		Args: args("NAME", "RECORD_ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return consumerRecordAction(g, cmd, o, a[0], a[1], func(c *client.Client) (*wire.RecordWithMsg, error) {
-				return c.Ack(cmd.Context(), a[1], leaseID, "")
-			})
+			next, err := nf.request(cmd)
+			if err != nil {
+				return err
+			}
+			if next == nil {
+				return consumerRecordAction(g, cmd, o, a[0], a[1], func(c *client.Client) (*wire.RecordWithMsg, error) {
+					return c.Ack(cmd.Context(), a[1], leaseID, "")
+				})
+			}
+			if err := checkName(a[0]); err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			cur, err := c.GetRecord(cmd.Context(), a[1], false)
+			if err != nil {
+				return err
+			}
+			if err := inConsumer(cur.Record, o.flag, a[0]); err != nil {
+				return err
+			}
+			res, err := c.ReportDelivery(cmd.Context(), a[1], &wire.DeliveryRequest{
+				Result: &wire.DeliveryResult{OK: true}, LeaseID: leaseID, Next: next})
+			if err != nil {
+				return err
+			}
+			return emitAckNext(g, cmd, res)
 		},
 	}
 	cmd.Flags().StringVar(&leaseID, "lease-id", "", "fail unless the record is still held under this lease")
+	nf.bind(cmd.Flags())
 	return cmd
 }
 

@@ -311,6 +311,13 @@ func TestRecordAckNext(t *testing.T) {
 	if r := runCLI(t, f, nil, "record", "ack", "cyrec:1", "--next"); r.code != 0 || !strings.Contains(r.stdout, "no record available in did:x:bob INBOX") {
 		t.Fatalf("nothing next: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
+
+	// The ack stood but the claim failed: say both, and exit non-zero.
+	f = newFakeServer(t, map[string]reply{path: {200, acked + `,"next_error":{"code":"internal","message":"internal error"}}`}})
+	r = runCLI(t, f, nil, "record", "ack", "cyrec:1", "--next")
+	if r.code != 1 || !strings.Contains(r.stdout, "acked cyrec:1 (READED)") || !strings.Contains(r.stderr, "acked, but claiming the next record failed: internal") {
+		t.Fatalf("next failed: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
 }
 
 func TestTokenCreate(t *testing.T) {

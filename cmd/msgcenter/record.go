@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"time"
 
@@ -81,8 +80,7 @@ func newRecordStateCmd(g *globals) *cobra.Command {
 
 func newRecordAckCmd(g *globals) *cobra.Command {
 	var externalID, leaseID string
-	var next bool
-	var wait, lease time.Duration
+	var nf nextFlags
 	cmd := &cobra.Command{
 		Use:   "ack RECORD_ID",
 		Short: "Acknowledge a held record: done (READED / SENT); --next also claims the box's next one",
@@ -95,21 +93,14 @@ acks and takes its next record in one call.`,
   msgcenter record ack cyrec:0123… --lease-id L1 --next --wait 10s --lease 30s`,
 		Args: args("RECORD_ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if !next && (cmd.Flags().Changed("wait") || cmd.Flags().Changed("lease")) {
-				return usagef("--wait and --lease shape the claim of the next record: add --next or drop them")
+			next, err := nf.request(cmd)
+			if err != nil {
+				return err
 			}
-			if !next {
+			if next == nil {
 				return recordAction(g, cmd, func(c *client.Client) (*wire.RecordWithMsg, error) {
 					return c.Ack(cmd.Context(), a[0], leaseID, externalID)
 				})
-			}
-			waitMS, err := durationMS("wait", wait)
-			if err != nil {
-				return err
-			}
-			leaseMS, err := durationMS("lease", lease)
-			if err != nil {
-				return err
 			}
 			c, err := g.client()
 			if err != nil {
@@ -118,29 +109,17 @@ acks and takes its next record in one call.`,
 			res, err := c.ReportDelivery(cmd.Context(), a[0], &wire.DeliveryRequest{
 				Result:  &wire.DeliveryResult{OK: true, ExternalMsgID: externalID},
 				LeaseID: leaseID,
-				Next:    &wire.NextRequest{WaitMS: waitMS, LeaseMS: leaseMS},
+				Next:    next,
 			})
 			if err != nil {
 				return err
 			}
-			return g.emit(cmd, res, func(w io.Writer) error {
-				fmt.Fprintf(w, "acked %s (%s)\n\n", res.Record.RecordID, res.Record.State)
-				if e := res.NextError; e != nil {
-					return fmt.Errorf("acked, but claiming the next record failed: %s: %s", e.Code, e.Message)
-				}
-				if res.Next == nil {
-					_, err := fmt.Fprintf(w, "no record available in %s %s\n", res.Record.Owner, res.Record.BoxKind)
-					return err
-				}
-				return printRecord(w, res.Next)
-			})
+			return emitAckNext(g, cmd, res)
 		},
 	}
 	cmd.Flags().StringVar(&externalID, "external-id", "", "id the external platform gave the delivered message")
 	cmd.Flags().StringVar(&leaseID, "lease-id", "", "fail unless the record is still held under this lease")
-	cmd.Flags().BoolVar(&next, "next", false, "also claim the box's next waiting record and print it")
-	cmd.Flags().DurationVar(&wait, "wait", 0, "with --next: wait up to this long for a record to arrive, e.g. 10s")
-	cmd.Flags().DurationVar(&lease, "lease", 0, "with --next: how long the claim lasts, e.g. 30s (default: the server's)")
+	nf.bind(cmd.Flags())
 	return cmd
 }
 
