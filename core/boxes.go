@@ -28,15 +28,14 @@ func (s *Service) Next(ctx context.Context, who model.Identity, owner string, bo
 
 // nextCall is a checked get_next.
 type nextCall struct {
-	who       model.Identity
-	owner     string
-	box       model.BoxKind
-	req       *wire.NextRequest
-	lock      bool
-	withObj   bool
-	states    []model.State
-	lease     time.Duration
-	claimable model.State
+	who     model.Identity
+	owner   string
+	box     model.BoxKind
+	req     *wire.NextRequest
+	lock    bool
+	withObj bool
+	states  []model.State
+	lease   time.Duration
 }
 
 // checkNext checks a get_next for who, before it changes anything.
@@ -70,12 +69,12 @@ func (s *Service) checkNext(ctx context.Context, who model.Identity, owner strin
 		return nil, model.Invalid("wait_ms", fmt.Sprintf("must be between 0 and %d", s.cfg.MaxWait.Milliseconds()))
 	}
 	return &nextCall{who: who, owner: owner, box: box, req: req, lock: lock, withObj: orTrue(req.WithObject),
-		states: states, lease: lease, claimable: claimable}, nil
+		states: states, lease: lease}, nil
 }
 
 // next runs a checked get_next.
 func (s *Service) next(ctx context.Context, p *nextCall) (*wire.RecordWithMsg, error) {
-	who, owner, box, req, lock, withObj, states, lease, claimable := p.who, p.owner, p.box, p.req, p.lock, p.withObj, p.states, p.lease, p.claimable
+	who, owner, box, req, lock := p.who, p.owner, p.box, p.req, p.lock
 	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
 	for wake := wakeNone; ; {
 		var changed <-chan struct{}
@@ -91,25 +90,25 @@ func (s *Service) next(ctx context.Context, p *nextCall) (*wire.RecordWithMsg, e
 		known := false // whether nextAt answers NextVisible already
 		switch {
 		case lock && wake != wakeNone:
-			rec, nextAt, known, err = s.claimWoken(ctx, who, owner, box, lease, req.Holder, tried, deadline, changed, wake)
-		case lock && req.WaitMS > 0:
+			rec, nextAt, known, err = s.claimWoken(ctx, who, owner, box, p.lease, req.Holder, tried, deadline, changed, wake)
+		case lock:
 			// A claimer back for more (after an ack) while the box is
 			// known empty waits without a claim write that would find
 			// nothing. Not without wait_ms: a poll answers from the store,
 			// and a timer looks again, whatever the mark says.
-			if at, ok := s.notify.knownEmpty(owner, box, changed, tried); ok {
-				s.cfg.Metrics.ClaimWake(box, WakeSkipped)
-				nextAt, known, err = at, true, model.NotFound("claimable record")
-				break
+			if req.WaitMS > 0 {
+				if nextAt, known = s.notify.knownEmpty(owner, box, changed, tried); known {
+					s.cfg.Metrics.ClaimWake(box, WakeSkipped)
+					err = model.NotFound("claimable record")
+					break
+				}
 			}
-			rec, err = s.claim(ctx, who, owner, box, lease, req.Holder)
-		case lock:
-			rec, err = s.claim(ctx, who, owner, box, lease, req.Holder)
+			rec, err = s.claim(ctx, who, owner, box, p.lease, req.Holder)
 		default:
-			rec, err = s.peek(ctx, owner, box, states)
+			rec, err = s.peek(ctx, owner, box, p.states)
 		}
 		if err == nil {
-			return s.withMsg(ctx, rec, withObj)
+			return s.withMsg(ctx, rec, p.withObj)
 		}
 		if !errors.Is(err, model.ErrNotFound) {
 			return nil, err
@@ -125,18 +124,10 @@ func (s *Service) next(ctx context.Context, p *nextCall) (*wire.RecordWithMsg, e
 		// claimer that found nothing says so, as claimWoken does, and takes
 		// the word of another that said so for when to look again.
 		if lock && !known {
-			if at, ok := s.notify.knownEmpty(owner, box, changed, tried); ok {
-				nextAt = at
-			} else {
-				at, ok, err := s.st.NextVisible(ctx, owner, box, claimable, tried)
-				if err != nil {
+			if nextAt, known = s.notify.knownEmpty(owner, box, changed, tried); !known {
+				if nextAt, err = s.foundEmpty(ctx, owner, box, changed, tried); err != nil {
 					return nil, err
 				}
-				if !ok {
-					at = 0
-				}
-				nextAt = at
-				s.notify.foundEmpty(owner, box, changed, at)
 			}
 		}
 		if nextAt != 0 {
@@ -241,20 +232,15 @@ func (s *Service) claimWoken(ctx context.Context, who model.Identity, owner stri
 			return rec, at, true, model.NotFound("claimable record")
 		}
 	}
-	claimable := model.ClaimableState(box)
-	ok, err := s.st.Claimable(ctx, owner, box, claimable, nowMS)
+	ok, err := s.st.Claimable(ctx, owner, box, model.ClaimableState(box), nowMS)
 	if err != nil {
 		return rec, 0, false, err
 	}
 	if !ok {
-		at, later, err := s.st.NextVisible(ctx, owner, box, claimable, nowMS)
+		at, err := s.foundEmpty(ctx, owner, box, changed, nowMS)
 		if err != nil {
 			return rec, 0, false, err
 		}
-		if !later {
-			at = 0
-		}
-		s.notify.foundEmpty(owner, box, changed, at)
 		s.cfg.Metrics.ClaimWake(box, WakeEmpty)
 		return rec, at, true, model.NotFound("claimable record")
 	}
@@ -263,6 +249,21 @@ func (s *Service) claimWoken(ctx context.Context, who model.Identity, owner stri
 		s.cfg.Metrics.ClaimWake(box, WakeTaken)
 	}
 	return rec, 0, false, err
+}
+
+// foundEmpty is what a claimer holding changed that found nothing to
+// claim at nowMS does: it asks when a delayed record becomes visible (0:
+// none) and says so to the others (notifier.foundEmpty).
+func (s *Service) foundEmpty(ctx context.Context, owner string, box model.BoxKind, changed <-chan struct{}, nowMS int64) (int64, error) {
+	at, ok, err := s.st.NextVisible(ctx, owner, box, model.ClaimableState(box), nowMS)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		at = 0
+	}
+	s.notify.foundEmpty(owner, box, changed, at)
+	return at, nil
 }
 
 func (s *Service) peek(ctx context.Context, owner string, box model.BoxKind, states []model.State) (model.Record, error) {
