@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/wire"
 )
 
@@ -44,11 +45,25 @@ func (f *nextFlags) request(cmd *cobra.Command) (*wire.NextRequest, error) {
 	return &wire.NextRequest{WaitMS: waitMS, LeaseMS: leaseMS}, nil
 }
 
-// emitAckNext prints an ack that asked for the next record: the ack, then
-// the record claimed (or that none came). A claim that failed after the
-// ack is printed and then reported as an error: the ack stands.
-func emitAckNext(g *globals, cmd *cobra.Command, res *wire.StateResult) error {
-	err := g.emit(cmd, res, func(w io.Writer) error {
+// ackNext sends req, an ack asking for the next record, for record id
+// once check (nil: none) passes, and prints the ack, then the record
+// claimed (or that none came). A claim that failed after the ack is printed
+// and then reported as an error: the ack stands.
+func ackNext(g *globals, cmd *cobra.Command, id string, req *wire.DeliveryRequest, check func(c *client.Client) error) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	if check != nil {
+		if err := check(c); err != nil {
+			return err
+		}
+	}
+	res, err := c.ReportDelivery(cmd.Context(), id, req)
+	if err != nil {
+		return err
+	}
+	err = g.emit(cmd, res, func(w io.Writer) error {
 		fmt.Fprintf(w, "acked %s (%s)\n\n", res.Record.RecordID, res.Record.State)
 		switch {
 		case res.NextError != nil:

@@ -188,15 +188,20 @@ func consumerRecordAction(g *globals, cmd *cobra.Command, o *consumerOwner, name
 		return err
 	}
 	return recordAction(g, cmd, func(c *client.Client) (*wire.RecordWithMsg, error) {
-		cur, err := c.GetRecord(cmd.Context(), id, false)
-		if err != nil {
-			return nil, err
-		}
-		if err := inConsumer(cur.Record, o.flag, name); err != nil {
+		if err := consumerRecord(cmd, c, o, name, id); err != nil {
 			return nil, err
 		}
 		return call(c)
 	})
+}
+
+// consumerRecord checks that the record id is in consumer name's box.
+func consumerRecord(cmd *cobra.Command, c *client.Client, o *consumerOwner, name, id string) error {
+	cur, err := c.GetRecord(cmd.Context(), id, false)
+	if err != nil {
+		return err
+	}
+	return inConsumer(cur.Record, o.flag, name)
 }
 
 func newConsumerDoneCmd(g *globals, o *consumerOwner) *cobra.Command {
@@ -221,23 +226,8 @@ func newConsumerDoneCmd(g *globals, o *consumerOwner) *cobra.Command {
 			if err := checkName(a[0]); err != nil {
 				return err
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			cur, err := c.GetRecord(cmd.Context(), a[1], false)
-			if err != nil {
-				return err
-			}
-			if err := inConsumer(cur.Record, o.flag, a[0]); err != nil {
-				return err
-			}
-			res, err := c.ReportDelivery(cmd.Context(), a[1], &wire.DeliveryRequest{
-				Result: &wire.DeliveryResult{OK: true}, LeaseID: leaseID, Next: next})
-			if err != nil {
-				return err
-			}
-			return emitAckNext(g, cmd, res)
+			return ackNext(g, cmd, a[1], &wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, LeaseID: leaseID, Next: next},
+				func(c *client.Client) error { return consumerRecord(cmd, c, o, a[0], a[1]) })
 		},
 	}
 	cmd.Flags().StringVar(&leaseID, "lease-id", "", "fail unless the record is still held under this lease")

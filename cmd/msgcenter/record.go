@@ -102,19 +102,11 @@ acks and takes its next record in one call.`,
 					return c.Ack(cmd.Context(), a[0], leaseID, externalID)
 				})
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			res, err := c.ReportDelivery(cmd.Context(), a[0], &wire.DeliveryRequest{
+			return ackNext(g, cmd, a[0], &wire.DeliveryRequest{
 				Result:  &wire.DeliveryResult{OK: true, ExternalMsgID: externalID},
 				LeaseID: leaseID,
 				Next:    next,
-			})
-			if err != nil {
-				return err
-			}
-			return emitAckNext(g, cmd, res)
+			}, nil)
 		},
 	}
 	cmd.Flags().StringVar(&externalID, "external-id", "", "id the external platform gave the delivered message")
