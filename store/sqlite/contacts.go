@@ -54,7 +54,7 @@ func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribe
 func (s *Store) GroupSubscribers(ctx context.Context, group string) ([]string, error) {
 	// The LEFT JOIN tells "no such group" (no row) from "empty group" (one
 	// row with a NULL subscriber) in one query.
-	rows, err := s.query(ctx, `SELECT gs.subscriber FROM groups g
+	rows, err := s.queryContacts(ctx, `SELECT gs.subscriber FROM groups g
 		LEFT JOIN group_subscribers gs ON gs.group_did = g.group_did
 		WHERE g.group_did = ? ORDER BY gs.subscriber`, group)
 	if err != nil {
@@ -85,9 +85,10 @@ func (s *Store) GroupSubscribers(ctx context.Context, group string) ([]string, e
 	return out, nil
 }
 
-func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, error) {
+// contactExists asks a yes-or-no question of the contact tables.
+func (s *Store) contactExists(ctx context.Context, what, q string, args ...any) (bool, error) {
 	var ok bool
-	if err := s.queryRow(ctx, q, args...).Scan(&ok); err != nil {
+	if err := s.queryRowContacts(ctx, q, args...).Scan(&ok); err != nil {
 		return false, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return ok, nil
@@ -97,7 +98,7 @@ func (s *Store) exists(ctx context.Context, what, q string, args ...any) (bool, 
 func (s *Store) GroupDelivery(ctx context.Context, group string) (model.GroupDelivery, error) {
 	return lookup.Remember(&s.lk.groups, group, func() (model.GroupDelivery, error) {
 		var d string
-		err := s.queryRow(ctx, "SELECT delivery FROM groups WHERE group_did = ?", group).Scan(&d)
+		err := s.queryRowContacts(ctx, "SELECT delivery FROM groups WHERE group_did = ?", group).Scan(&d)
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", nil
 		}
@@ -111,7 +112,7 @@ func (s *Store) GroupDelivery(ctx context.Context, group string) (model.GroupDel
 // IsSubscriber reports whether did subscribes to group.
 func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, error) {
 	return lookup.Remember(&s.lk.subscribed, lookup.PairKey(group, did), func() (bool, error) {
-		return s.exists(ctx, "is subscriber",
+		return s.contactExists(ctx, "is subscriber",
 			"SELECT EXISTS (SELECT 1 FROM group_subscribers WHERE group_did = ? AND subscriber = ?)", group, did)
 	})
 }
@@ -152,7 +153,7 @@ func (s *Store) blockedBy(ctx context.Context, sender string, owners []string) (
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: blocked by: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT owner FROM blocks
+	rows, err := s.queryContacts(ctx, `SELECT owner FROM blocks
 		WHERE blocked = ? AND owner IN (SELECT value FROM json_each(?))`, sender, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: blocked by: %w", err)
@@ -198,7 +199,7 @@ func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, e
 }
 
 func (s *Store) routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
-	rows, err := s.query(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
+	rows, err := s.queryContacts(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
 		mode, priority FROM routes WHERE did = ? ORDER BY idx`, did)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: routes: %w", err)

@@ -93,3 +93,56 @@ func TestLookupsFollowWrites(t *testing.T) {
 		t.Fatalf("after SetGroupSubscribers: GroupDelivery = %q, %v; want members", d, err)
 	}
 }
+
+// TestContactReadsLeaveSendsUncommitted: a dispatch to a group reads the
+// group's subscribers, who blocks its author and the like before its send.
+// No logged write changes those tables, so the reads must not make the
+// writer commit the sends it holds: each fan-out would commit the one
+// before it, and no two would share a commit. A read of records must.
+func TestContactReadsLeaveSendsUncommitted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openPath(t, tempDB(t), Options{})
+	if err := s.SetGroupSubscribers(ctx, "did:g", []string{"did:m1", "did:m2"}, model.DeliverToMembers, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetBlock(ctx, "did:m2", "did:author", true, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRoutes(ctx, "did:r", []model.ContactRoute{{TunnelDID: "did:tunnel:t", Address: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutToken(ctx, "h", model.Identity{DID: "did:r", Role: model.RoleAgent}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctx, sendPlan(1, "did:a", []string{"did:b"}, 2)); err != nil {
+		t.Fatal(err)
+	}
+	reads := []struct {
+		name string
+		read func() (any, error)
+		want string
+	}{
+		{"GroupSubscribers", func() (any, error) { return s.GroupSubscribers(ctx, "did:g") }, "[did:m1 did:m2]"},
+		{"GroupDelivery", func() (any, error) { return s.GroupDelivery(ctx, "did:g") }, "members"},
+		{"IsSubscriber", func() (any, error) { return s.IsSubscriber(ctx, "did:g", "did:m1") }, "true"},
+		{"BlockedBy", func() (any, error) { return s.BlockedBy(ctx, "did:author", []string{"did:m1", "did:m2"}) }, "map[did:m2:true]"},
+		{"Routes", func() (any, error) { return s.Routes(ctx, "did:r") }, "[{did:tunnel:t a     0}]"},
+		{"Token", func() (any, error) { return s.Token(ctx, "h") }, "{did:r agent}"},
+	}
+	for _, r := range reads {
+		got, err := r.read()
+		if err != nil || fmt.Sprint(got) != r.want {
+			t.Fatalf("%s: %v, %v; want %s", r.name, got, err, r.want)
+		}
+		if !s.uncommitted.Load() {
+			t.Fatalf("%s committed the writer's open transaction", r.name)
+		}
+	}
+	if _, err := s.BoxLastSeq(ctx, "did:b", model.Inbox); err != nil {
+		t.Fatal(err)
+	}
+	if s.uncommitted.Load() {
+		t.Fatal("a read of records left the send uncommitted: this test could not see a commit")
+	}
+}

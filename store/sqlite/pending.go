@@ -50,8 +50,9 @@ type pendingTx struct {
 }
 
 // settle makes every write answered so far visible to the read pool: if
-// some are not committed yet, the writer commits them now. Every read
-// calls it first, so a read never misses a write that was acknowledged.
+// some are not committed yet, the writer commits them now. Every read of
+// what logged writes change calls it first, so a read never misses a write
+// that was acknowledged (reads of the contact tables need not: sqlite.go).
 func (s *Store) settle(ctx context.Context) error {
 	if err := s.failure(); err != nil {
 		return err

@@ -159,7 +159,7 @@ func (s *Store) Token(ctx context.Context, hash string) (model.Identity, error) 
 func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) {
 	var id model.Identity
 	var role string
-	err := s.queryRow(ctx, "SELECT did, role FROM tokens WHERE hash = ?", hash).Scan(&id.DID, &role)
+	err := s.queryRowContacts(ctx, "SELECT did, role FROM tokens WHERE hash = ?", hash).Scan(&id.DID, &role)
 	if errors.Is(err, sql.ErrNoRows) {
 		return id, model.NotFound("token")
 	}

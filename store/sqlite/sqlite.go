@@ -324,6 +324,30 @@ func (s *Store) queryCommitted(ctx context.Context, q string, args ...any) (*sql
 	return st.QueryContext(ctx, args...)
 }
 
+// Reads of the contact tables (groups, group_subscribers, blocks, routes,
+// tokens) skip settle. No logged write touches them: they change only in
+// writes answered after their commit (commit.go), so what is committed
+// already holds every such write that was answered. Settling would instead
+// commit the sends in the writer's open transaction: a dispatch to a group
+// reads its subscribers first, so each fan-out committed the one before it
+// and no two shared a commit (docs/benchmarks.md, fifteenth round).
+
+// queryContacts is query for the contact tables.
+func (s *Store) queryContacts(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := s.failure(); err != nil {
+		return nil, err
+	}
+	return s.queryCommitted(ctx, q, args...)
+}
+
+// queryRowContacts is queryRow for the contact tables.
+func (s *Store) queryRowContacts(ctx context.Context, q string, args ...any) rowScanner {
+	if err := s.failure(); err != nil {
+		return errRow{err}
+	}
+	return s.queryRowCommitted(ctx, q, args...)
+}
+
 // rowScanner is a *sql.Row, or a read that failed before it ran.
 type rowScanner interface {
 	Scan(dest ...any) error
@@ -338,6 +362,11 @@ func (s *Store) queryRow(ctx context.Context, q string, args ...any) rowScanner 
 	if err := s.settle(ctx); err != nil {
 		return errRow{err}
 	}
+	return s.queryRowCommitted(ctx, q, args...)
+}
+
+// queryRowCommitted is queryRow without settle.
+func (s *Store) queryRowCommitted(ctx context.Context, q string, args ...any) rowScanner {
 	st, err := s.readStmt(ctx, q)
 	if err != nil {
 		return s.r.QueryRowContext(ctx, q, args...) // reports the same error
