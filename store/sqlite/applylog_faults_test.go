@@ -55,6 +55,59 @@ func TestLostTransactionKeepsLoggedSends(t *testing.T) {
 	}
 }
 
+// TestFailedInsertLeavesNoRecords: the bulk inserts run without SQLite's
+// statement journal (INSERT OR FAIL, bulk.go), so a row that fails leaves
+// the rows before it in the transaction. Whoever runs them must then drop
+// the whole transaction, or roll back to a savepoint before them: a send
+// whose third record collides stores none of its four, in the shared
+// transaction and when it runs again alone.
+func TestFailedInsertLeavesNoRecords(t *testing.T) {
+	ctx := context.Background()
+	s := openPath(t, tempDB(t), Options{})
+	before, err := s.Apply(ctx, sendPlan(1, "did:z", []string{"did:y"}, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A row in did:c's INBOX at the seq the next send would give it, which
+	// the box counter does not know about.
+	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO records (record_id, owner, box, msg_id, state, seq,
+				created_at_ms, updated_at_ms, sort_key, msg_ref)
+			VALUES ('cyrec:squatter', 'did:c', 'INBOX', 'cymsg:squatter', 'UNREAD', 1, 1, 1, 1, 1)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p := sendPlan(2, "did:a", []string{"did:b", "did:c", "did:d"}, 2)
+	if _, err := s.Apply(ctx, p); err == nil || !strings.Contains(err.Error(), "UNIQUE") {
+		t.Fatalf("a send colliding with a stored seq: %v, want a UNIQUE constraint error", err)
+	}
+	for _, r := range p.Records {
+		if got, err := s.GetRecord(ctx, r.RecordID); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("record of the failed send in %s's %s: %+v, %v; want none", r.Owner, r.BoxKind, got, err)
+		}
+	}
+	evs, err := s.ListEvents(ctx, store.EventFilter{Limit: 100})
+	if err != nil || len(evs) != len(before.Created) {
+		t.Fatalf("%d events, %v; want only the first send's %d", len(evs), err, len(before.Created))
+	}
+	for _, owner := range []string{"did:a", "did:b"} {
+		if cs, err := s.ListConversations(ctx, owner, 10); err != nil || len(cs) != 0 {
+			t.Fatalf("%s's conversations after the failed send: %+v, %v; want none", owner, cs, err)
+		}
+	}
+	// Nothing of the failed send holds a seq either.
+	res, err := s.Apply(ctx, sendPlan(3, "did:a", []string{"did:b"}, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Created {
+		if r.Seq != 1 {
+			t.Fatalf("the next send's record in %s's %s has seq %d, want 1", r.Owner, r.BoxKind, r.Seq)
+		}
+	}
+}
+
 // TestRecoverReplaysWhatWasLogged: a caller may reuse its plan once Apply
 // returned; a lost transaction must bring back what was acknowledged, not
 // what the caller's memory holds now.

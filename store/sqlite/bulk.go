@@ -40,21 +40,31 @@ var (
 	// records yet).
 	bulkSeqs = bulkKind{`SELECT v.column1, v.column2, COALESCE(b.last_seq, 0) FROM (VALUES `, `(?, ?)`, `) AS v
 		LEFT JOIN box_seqs b ON b.owner = v.column1 AND b.box = v.column2`}
+	// OR FAIL, here and in the three below: a row that fails keeps the
+	// rows the statement wrote before it, where the default (ABORT) undoes
+	// them. That needs a statement journal, a copy of every page before
+	// the statement first changes it, and with a chunk's rows spread over
+	// four owner-keyed indexes that was a third of a 1,000-member fan-out's
+	// time (docs/benchmarks.md, fifteenth round). Nothing is lost by it:
+	// every caller drops the whole transaction on an error from
+	// insertRecords, or rolls back to a savepoint taken before it
+	// (TestFailedInsertLeavesNoRecords).
+	//
 	// No ON CONFLICT: existing and repeated records were filtered out, and
 	// a conflict here would be a bug to report, not to skip.
-	bulkRecords = bulkKind{`INSERT INTO records (record_id, owner, box, msg_id, state, seq,
+	bulkRecords = bulkKind{`INSERT OR FAIL INTO records (record_id, owner, box, msg_id, state, seq,
 			created_at_ms, updated_at_ms, sort_key, thread_key, tags, route,
 			attempts, next_retry_at_ms, external_msg_id, delivered_at_ms, error_code,
 			error_message, retry_after_ms, last_error, visible_at_ms,
 			lease_id, lease_holder, lease_until_ms, msg_ref) VALUES `,
 		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, ``}
-	bulkBoxes = bulkKind{`INSERT INTO box_seqs (owner, box, last_seq) VALUES `, `(?, ?, ?)`,
+	bulkBoxes = bulkKind{`INSERT OR FAIL INTO box_seqs (owner, box, last_seq) VALUES `, `(?, ?, ?)`,
 		` ON CONFLICT (owner, box) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)`}
-	bulkEvents = bulkKind{`INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail) VALUES `,
+	bulkEvents = bulkKind{`INSERT OR FAIL INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail) VALUES `,
 		`(?, ?, ?, ?, ?, '', ?, ?, '')`, ``}
 	// SQLite applies an upsert row by row, so two rows of one conversation
 	// in a statement work like two statements: the later one is last.
-	bulkConvs = bulkKind{`INSERT INTO conversations (owner, thread_key, last_msg_id, last_record_id,
+	bulkConvs = bulkKind{`INSERT OR FAIL INTO conversations (owner, thread_key, last_msg_id, last_record_id,
 			last_box, last_seq, unread_count, updated_at_ms) VALUES `, `(?, ?, ?, ?, ?, ?, ?, ?)`,
 		` ON CONFLICT (owner, thread_key) DO UPDATE SET
 			last_msg_id = excluded.last_msg_id,
