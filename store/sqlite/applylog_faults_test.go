@@ -108,6 +108,56 @@ func TestFailedInsertLeavesNoRecords(t *testing.T) {
 	}
 }
 
+// TestAnsweredGroupSurvivesItsLastRows: a logged send is answered once its
+// records are in, before its box counters, events and conversations are
+// written (commit.go). If those fail, the send stays answered, and nothing
+// of it is lost: the writer applies the logged writes again, and when that
+// fails too (here the fault is still there) it stops, reads fail rather
+// than miss the send, and a restart replays it whole.
+func TestAnsweredGroupSurvivesItsLastRows(t *testing.T) {
+	ctx := context.Background()
+	path := tempDB(t)
+	s := openPath(t, path, Options{})
+	first, err := s.Apply(ctx, sendPlan(1, "did:a", []string{"did:b"}, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fault on the writer's connection only: a restart is without it.
+	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER boom BEFORE INSERT ON events
+			WHEN NEW.owner = 'did:boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Apply(ctx, sendPlan(2, "did:a", []string{"did:boom", "did:b"}, 2))
+	if err != nil || len(second.Created) != 3 {
+		t.Fatalf("the send whose events fail: %+v, %v; want it answered with its 3 records", second, err)
+	}
+	if _, err := s.ListEvents(ctx, store.EventFilter{Limit: 100}); err == nil {
+		t.Fatal("a read after the answered send could not be applied succeeded: it would miss the send")
+	}
+	s.crash()
+	s2 := openPath(t, path, Options{})
+	for _, res := range []*store.ApplyResult{first, second} {
+		for _, c := range res.Created {
+			if r, err := s2.GetRecord(ctx, c.RecordID); err != nil || r.Seq != c.Seq {
+				t.Fatalf("record %s after the restart: %+v, %v; want seq %d", c.RecordID, r, err, c.Seq)
+			}
+		}
+	}
+	evs, err := s2.ListEvents(ctx, store.EventFilter{Owner: "did:boom", Limit: 100})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("did:boom's events after the restart: %+v, %v; want its record.created", evs, err)
+	}
+	if cs, err := s2.ListConversations(ctx, "did:boom", 10); err != nil || len(cs) != 1 || cs[0].UnreadCount != 1 {
+		t.Fatalf("did:boom's conversations after the restart: %+v, %v; want one, unread 1", cs, err)
+	}
+	if seq, err := s2.BoxLastSeq(ctx, "did:b", model.Inbox); err != nil || seq != 2 {
+		t.Fatalf("did:b's INBOX counter after the restart: %d, %v; want 2", seq, err)
+	}
+}
+
 // TestRecoverReplaysWhatWasLogged: a caller may reuse its plan once Apply
 // returned; a lost transaction must bring back what was acknowledged, not
 // what the caller's memory holds now.

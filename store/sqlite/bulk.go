@@ -182,13 +182,29 @@ type newRecord struct {
 // one after the other, in fewer statements. Apply and AdvanceConsumer
 // share it, so a record reaches a box the same way whatever put it there.
 func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
+	rest, err := w.insertRows(ctx, sets...)
+	if err != nil || rest == nil {
+		return err
+	}
+	return rest(ctx)
+}
+
+// insertRows is insertRecords in two steps: it inserts the records
+// themselves, and reports into the sets' results, and returns rest, which
+// writes what follows from them (box counters, events, conversations) and
+// must run before anything else in the transaction. rest is nil when
+// there is nothing to write. A logged group is answered between the two
+// (commit.go): no read of those tables runs before the writer is done with
+// them, and a failure in rest loses the transaction, which the apply log
+// brings back.
+func (w *txWriter) insertRows(ctx context.Context, sets ...recordSet) (rest func(context.Context) error, err error) {
 	refs, err := w.msgRefs(ctx, sets)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	existing, last, err := w.lookup(ctx, sets)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n := 0
 	for _, set := range sets {
@@ -226,24 +242,26 @@ func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
 		}
 	}
 	if len(fresh) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := w.writeRecords(ctx, fresh); err != nil {
-		return err
+		return nil, err
 	}
 	if err := w.unlocated(ctx, fresh); err != nil {
-		return err
+		return nil, err
 	}
-	if err := w.writeSeqs(ctx, boxes, last); err != nil {
-		return err
-	}
-	for _, k := range boxes {
-		w.seqs.set(w.tx, k, last[k])
-	}
-	if err := w.createdEvents(ctx, fresh); err != nil {
-		return err
-	}
-	return w.conversations(ctx, fresh)
+	return func(ctx context.Context) error {
+		if err := w.writeSeqs(ctx, boxes, last); err != nil {
+			return err
+		}
+		for _, k := range boxes {
+			w.seqs.set(w.tx, k, last[k])
+		}
+		if err := w.createdEvents(ctx, fresh); err != nil {
+			return err
+		}
+		return w.conversations(ctx, fresh)
+	}, nil
 }
 
 // lookup reports which records of the sets are stored already and the
