@@ -415,3 +415,42 @@ func TestFailedAppendUsesUpItsSequence(t *testing.T) {
 		t.Fatalf("after the restart %d records are held (%+v), want only the one claimed", len(held), held)
 	}
 }
+
+// TestFailedWriteLeavesNoEntryToReplay: a send whose append failed and
+// could not be cut back is in the file, and then its own rows fail too, so
+// the caller is told it failed. The entry must not come back on the
+// restart: the writer records that the log is covered up to it even
+// though nothing it answered is left to commit.
+func TestFailedWriteLeavesNoEntryToReplay(t *testing.T) {
+	ctx := context.Background()
+	path := tempDB(t)
+	s := openPath(t, path, Options{Synchronous: "FULL"})
+	if _, err := s.Apply(ctx, sendPlan(1, "did:a", []string{"did:b"}, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER boom BEFORE INSERT ON events
+			WHEN NEW.owner = 'did:boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.applyLog.f = &faultyFile{logFile: s.applyLog.f, failSync: true, failTruncate: true} // the writer is idle
+	failed := sendPlan(2, "did:a", []string{"did:boom"}, 2)
+	if _, err := s.Apply(ctx, failed); err == nil {
+		t.Fatal("the send whose events fail was answered without the log: it cannot have been applied")
+	}
+	if logSize(t, path) == 0 {
+		t.Fatal("the failed entry is not in the file: the test shows nothing")
+	}
+	s.crash()
+	s2 := openPath(t, path, Options{Synchronous: "FULL"})
+	for _, r := range failed.Records {
+		if got, err := s2.GetRecord(ctx, r.RecordID); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("record %s of the send reported failed is there after the restart: %+v, %v", r.RecordID, got, err)
+		}
+	}
+	if seq, err := s2.BoxLastSeq(ctx, "did:b", model.Inbox); err != nil || seq != 1 {
+		t.Fatalf("did:b's INBOX counter after the restart: %d, %v; want 1", seq, err)
+	}
+}

@@ -195,8 +195,10 @@ func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
 // must run before anything else in the transaction. rest is nil when
 // there is nothing to write. A logged group is answered between the two
 // (commit.go): no read of those tables runs before the writer is done with
-// them, and a failure in rest loses the transaction, which the apply log
-// brings back.
+// them, and a failure in rest loses the transaction, whose logged writes
+// the writer applies again (recover). A group that is not answered yet
+// (not logged, or its append failed) is run again write by write instead
+// (retryAlone), as after any failed group.
 func (w *txWriter) insertRows(ctx context.Context, sets ...recordSet) (rest func(context.Context) error, err error) {
 	refs, err := w.msgRefs(ctx, sets)
 	if err != nil {

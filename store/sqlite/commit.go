@@ -46,6 +46,11 @@ import (
 // writer), and none of those rows can fail for any given records: what can
 // fail them (a full disk) can fail the commit after the answer too, and
 // the same recovery covers both (TestAnsweredGroupSurvivesItsLastRows).
+// That holds only while events, conversations and box_seqs accept any row
+// a valid record implies: a constraint or trigger added to them that can
+// reject one would turn that write, answered already, into a writer that
+// stops (recover fails the same way) until a restart, which fails too.
+// Such a check belongs in the write's own savepoint, before the answer.
 
 const (
 	// maxBatch bounds a group so the first writer in it is not kept

@@ -200,6 +200,32 @@ func (s *Store) recoverAfter(cause error) error {
 	return cause
 }
 
+// coverLog commits the log position alone when entries beyond the last
+// commit are left that no answered write holds: a failed append that could
+// not be cut back, of writes the caller is about to run again or report
+// failed. A restart must not replay them; should the writes succeed alone,
+// their commit records the position as well. If the commit fails too the
+// writes are reported failed, and the next commit covers the entries.
+func (s *Store) coverLog() error {
+	if s.pt.lastSeq <= s.pt.committedSeq {
+		return nil
+	}
+	tx, err := s.w.BeginTx(context.Background(), nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	if err := s.recordPosition(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		s.rollbackConn()
+		return fmt.Errorf("sqlite: commit the apply log position: %w", err)
+	}
+	s.committed()
+	return nil
+}
+
 // rollbackConn ends a transaction a failed COMMIT may have left open on the
 // writer connection (database/sql forgets the Tx either way).
 func (s *Store) rollbackConn() {
@@ -209,7 +235,9 @@ func (s *Store) rollbackConn() {
 // recover rolls back the open transaction and applies the logged writes it
 // held again, in log order, committing them: the state every caller was
 // answered on (which the overlay keeps answering meanwhile). If that fails
-// the store stops (failure) until a restart replays the log.
+// the store stops (failure) until a restart replays the log. With nothing
+// answered to apply again, it still covers what a failed append left in
+// the log (coverLog).
 func (s *Store) recover() error {
 	if s.pt.tx != nil {
 		_ = s.pt.tx.Rollback()
@@ -218,7 +246,10 @@ func (s *Store) recover() error {
 	s.dropDeferred(0)
 	if len(s.pt.writes) == 0 {
 		s.uncommitted.Store(false)
-		return s.failure()
+		if err := s.failure(); err != nil {
+			return err
+		}
+		return s.coverLog()
 	}
 	pending := s.pt.writes
 	s.pt.writes = nil
