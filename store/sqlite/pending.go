@@ -214,15 +214,9 @@ func (s *Store) coverLog() error {
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
-	if err := s.recordPosition(tx); err != nil {
-		_ = tx.Rollback()
-		return err
+	if err := s.commitTx(tx); err != nil { // nothing deferred: recover dropped it
+		return fmt.Errorf("sqlite: record the apply log position: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		s.rollbackConn()
-		return fmt.Errorf("sqlite: commit the apply log position: %w", err)
-	}
-	s.committed()
 	return nil
 }
 
