@@ -170,7 +170,14 @@ func (s *Store) logGroup(live []*writeReq, errs []error) error {
 // transaction; recover brings its logged writes back.
 func (s *Store) commitPending() error {
 	if s.pt.tx == nil {
-		return s.failure()
+		if err := s.failure(); err != nil {
+			return err
+		}
+		// Without a transaction no answered write is pending, so whatever
+		// the log holds past the last commit was never acknowledged: a
+		// failed append that an earlier coverLog could not cover either
+		// (replay hands out no sequence number it fails to commit).
+		return s.coverLog()
 	}
 	tx := s.pt.tx
 	s.pt.tx = nil
@@ -205,7 +212,8 @@ func (s *Store) recoverAfter(cause error) error {
 // not be cut back, of writes the caller is about to run again or report
 // failed. A restart must not replay them; should the writes succeed alone,
 // their commit records the position as well. If the commit fails too the
-// writes are reported failed, and the next commit covers the entries.
+// writes are reported failed, and the next commit covers the entries (a
+// commitPending with nothing open does, so Close does too).
 func (s *Store) coverLog() error {
 	if s.pt.lastSeq <= s.pt.committedSeq {
 		return nil

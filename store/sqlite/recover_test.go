@@ -14,33 +14,30 @@ import (
 	msqlite "modernc.org/sqlite"
 )
 
-// faultOnce is an SQL function, fault_once(name), that fails the first
-// call after arm(name) and passes every other: a fault that goes away, as
-// a full disk does once space is freed. The driver's functions are global
-// to the process, so each test arms its own name.
-var (
-	faultOnceReg sync.Once
-	faultsArmed  sync.Map // name -> *atomic.Int32 (calls left to fail)
-)
+// fault_once(name) is an SQL function that fails the first call after
+// armFaultOnce(name) and passes every other: a fault that goes away, as a
+// full disk does once space is freed. The driver's functions are global
+// to the process and reach only connections opened after they are
+// registered, hence init; each test arms its own name.
+var faultsArmed sync.Map // name -> *atomic.Int32 (calls left to fail)
 
-func armFaultOnce(t *testing.T, name string) *atomic.Int32 {
-	t.Helper()
-	faultOnceReg.Do(func() {
-		err := msqlite.RegisterScalarFunction("fault_once", 1, func(_ *msqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
-			name, _ := args[0].(string)
-			if v, ok := faultsArmed.Load(name); ok && v.(*atomic.Int32).Add(-1) >= 0 {
-				return nil, errors.New("injected: " + name)
-			}
-			return int64(0), nil
-		})
-		if err != nil {
-			t.Fatal(err)
+func init() {
+	msqlite.MustRegisterScalarFunction("fault_once", 1, func(_ *msqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		name, _ := args[0].(string)
+		if v, ok := faultsArmed.Load(name); ok && v.(*atomic.Int32).Add(-1) >= 0 {
+			return nil, errors.New("injected: " + name)
 		}
+		return int64(0), nil
 	})
+}
+
+// armFaultOnce returns the count of calls of fault_once(t.Name()) left to
+// fail, 0 to begin with: below 0 once a call passed.
+func armFaultOnce(t *testing.T) *atomic.Int32 {
+	t.Helper()
 	left := new(atomic.Int32)
-	left.Store(1)
-	faultsArmed.Store(name, left)
-	t.Cleanup(func() { faultsArmed.Delete(name) })
+	faultsArmed.Store(t.Name(), left)
+	t.Cleanup(func() { faultsArmed.Delete(t.Name()) })
 	return left
 }
 
@@ -50,8 +47,7 @@ func armFaultOnce(t *testing.T, name string) *atomic.Int32 {
 // the send is whole: records, events, box counters, conversations.
 func TestAnsweredGroupRecoversFromPassingFault(t *testing.T) {
 	ctx := context.Background()
-	left := armFaultOnce(t, t.Name())
-	left.Store(0) // armed once the trigger is in
+	left := armFaultOnce(t)
 	s := openPath(t, tempDB(t), Options{})
 	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER flaky BEFORE INSERT ON events
@@ -71,7 +67,7 @@ func TestAnsweredGroupRecoversFromPassingFault(t *testing.T) {
 	if err := s.settle(ctx); err != nil {
 		t.Fatalf("reads after the fault passed: %v", err)
 	}
-	if left.Load() >= 0 {
+	if left.Load() > 0 {
 		t.Fatal("the fault never fired: this test shows nothing")
 	}
 	for _, c := range res.Created {
@@ -94,5 +90,88 @@ func TestAnsweredGroupRecoversFromPassingFault(t *testing.T) {
 	}
 	if seq, err := s.BoxLastSeq(ctx, "did:flaky", model.Inbox); err != nil || seq != 2 {
 		t.Fatalf("did:flaky's INBOX counter: %d, %v; want 2", seq, err)
+	}
+}
+
+// TestLogCoveredAtCloseAfterFailedCover: as TestFailedWriteLeavesNoEntryToReplay,
+// and the commit that would cover the failed append's entry fails once
+// too. The callers are told their writes failed; nothing else is written
+// before a clean Close, which must still cover the entry, or the next
+// Open replays the send.
+func TestLogCoveredAtCloseAfterFailedCover(t *testing.T) {
+	ctx := context.Background()
+	left := armFaultOnce(t)
+	path := tempDB(t)
+	s := openPath(t, path, Options{Synchronous: "FULL"})
+	if _, err := s.Apply(ctx, sendPlan(1, "did:a", []string{"did:b"}, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER boom BEFORE INSERT ON events
+			WHEN NEW.owner = 'did:boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER pos BEFORE UPDATE ON apply_log
+			BEGIN SELECT fault_once('`+t.Name()+`'); END`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.applyLog.f = &faultyFile{logFile: s.applyLog.f, failSync: true, failTruncate: true} // the writer is idle
+	left.Store(1)
+	failed := sendPlan(2, "did:a", []string{"did:boom"}, 2)
+	if _, err := s.Apply(ctx, failed); err == nil {
+		t.Fatal("the send whose events fail was answered without the log: it cannot have been applied")
+	}
+	if left.Load() > 0 {
+		t.Fatal("the commit covering the log never failed: this test shows nothing")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s2 := openPath(t, path, Options{Synchronous: "FULL"})
+	for _, r := range failed.Records {
+		if got, err := s2.GetRecord(ctx, r.RecordID); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("record %s of the send reported failed is there after Close and Open: %+v, %v", r.RecordID, got, err)
+		}
+	}
+}
+
+// TestFailedReplayKeepsItsEntries: Open's replay of acknowledged writes
+// fails at its commit (once). Open fails, and nothing it does on the way
+// out may record a position past the entries it did not apply: the next
+// Open replays them.
+func TestFailedReplayKeepsItsEntries(t *testing.T) {
+	ctx := context.Background()
+	left := armFaultOnce(t)
+	path := tempDB(t)
+	s := openPath(t, path, Options{})
+	res, err := s.Apply(ctx, sendPlan(1, "did:a", []string{"did:b"}, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.crash()
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A trigger in the database: every connection Open makes has it.
+	if _, err := db.Exec(`CREATE TRIGGER pos BEFORE UPDATE ON apply_log BEGIN SELECT fault_once('` + t.Name() + `'); END`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	left.Store(1)
+	if s2, err := Open(ctx, path, Options{}); err == nil {
+		s2.Close()
+		t.Fatal("Open succeeded although its replay could not commit")
+	}
+	if left.Load() > 0 {
+		t.Fatal("the replay's commit never failed: this test shows nothing")
+	}
+	s3 := openPath(t, path, Options{})
+	for _, c := range res.Created {
+		if r, err := s3.GetRecord(ctx, c.RecordID); err != nil || r.Seq != c.Seq {
+			t.Fatalf("acknowledged record %s after the second Open: %+v, %v; want seq %d", c.RecordID, r, err, c.Seq)
+		}
 	}
 }

@@ -40,8 +40,13 @@ func (s *Store) replay(writes []*loggedWrite, upTo uint64) error {
 			return fmt.Errorf("sqlite: logged write %d failed on replay: %w", w.seq, err)
 		}
 	}
+	prev := s.pt.lastSeq
 	s.pt.lastSeq = max(s.pt.lastSeq, upTo, writes[len(writes)-1].seq)
 	if err := s.commitTx(tx); err != nil {
+		// Not handed out: a later commit recording this position would
+		// skip entries of acknowledged writes that were never applied
+		// (Open fails, and the next Open must replay them).
+		s.pt.lastSeq = prev
 		return fmt.Errorf("sqlite: replay: %w", err)
 	}
 	return nil
