@@ -170,9 +170,6 @@ func (s *Store) logGroup(live []*writeReq, errs []error) error {
 // transaction; recover brings its logged writes back.
 func (s *Store) commitPending() error {
 	if s.pt.tx == nil {
-		if err := s.failure(); err != nil {
-			return err
-		}
 		// Without a transaction no answered write is pending, so whatever
 		// the log holds past the last commit was never acknowledged: a
 		// failed append that an earlier coverLog could not cover either
@@ -213,8 +210,13 @@ func (s *Store) recoverAfter(cause error) error {
 // failed. A restart must not replay them; should the writes succeed alone,
 // their commit records the position as well. If the commit fails too the
 // writes are reported failed, and the next commit covers the entries (a
-// commitPending with nothing open does, so Close does too).
+// commitPending with nothing open does, so Close does too). A stopped
+// writer covers nothing: its answered writes were not applied, and a
+// restart must replay them.
 func (s *Store) coverLog() error {
+	if err := s.failure(); err != nil {
+		return err
+	}
 	if s.pt.lastSeq <= s.pt.committedSeq {
 		return nil
 	}
@@ -248,9 +250,6 @@ func (s *Store) recover() error {
 	s.dropDeferred(0)
 	if len(s.pt.writes) == 0 {
 		s.uncommitted.Store(false)
-		if err := s.failure(); err != nil {
-			return err
-		}
 		return s.coverLog()
 	}
 	pending := s.pt.writes
