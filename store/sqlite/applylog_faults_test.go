@@ -122,14 +122,7 @@ func TestAnsweredGroupSurvivesItsLastRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A fault on the writer's connection only: a restart is without it.
-	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER boom BEFORE INSERT ON events
-			WHEN NEW.owner = 'did:boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	onWriter(t, s, failEvents) // on the writer's connection only: a restart is without it
 	second, err := s.Apply(ctx, sendPlan(2, "did:a", []string{"did:boom", "did:b"}, 2))
 	if err != nil || len(second.Created) != 3 {
 		t.Fatalf("the send whose events fail: %+v, %v; want it answered with its 3 records", second, err)
@@ -139,23 +132,12 @@ func TestAnsweredGroupSurvivesItsLastRows(t *testing.T) {
 	}
 	s.crash()
 	s2 := openPath(t, path, Options{})
-	for _, res := range []*store.ApplyResult{first, second} {
-		for _, c := range res.Created {
-			if r, err := s2.GetRecord(ctx, c.RecordID); err != nil || r.Seq != c.Seq {
-				t.Fatalf("record %s after the restart: %+v, %v; want seq %d", c.RecordID, r, err, c.Seq)
-			}
+	for _, c := range first.Created {
+		if r, err := s2.GetRecord(ctx, c.RecordID); err != nil || r.Seq != c.Seq {
+			t.Fatalf("record %s after the restart: %+v, %v; want seq %d", c.RecordID, r, err, c.Seq)
 		}
 	}
-	evs, err := s2.ListEvents(ctx, store.EventFilter{Owner: "did:boom", Limit: 100})
-	if err != nil || len(evs) != 1 {
-		t.Fatalf("did:boom's events after the restart: %+v, %v; want its record.created", evs, err)
-	}
-	if cs, err := s2.ListConversations(ctx, "did:boom", 10); err != nil || len(cs) != 1 || cs[0].UnreadCount != 1 {
-		t.Fatalf("did:boom's conversations after the restart: %+v, %v; want one, unread 1", cs, err)
-	}
-	if seq, err := s2.BoxLastSeq(ctx, "did:b", model.Inbox); err != nil || seq != 2 {
-		t.Fatalf("did:b's INBOX counter after the restart: %d, %v; want 2", seq, err)
-	}
+	checkSendWhole(t, s2, second, "did:boom")
 }
 
 // TestRecoverReplaysWhatWasLogged: a caller may reuse its plan once Apply
@@ -428,13 +410,7 @@ func TestFailedWriteLeavesNoEntryToReplay(t *testing.T) {
 	if _, err := s.Apply(ctx, sendPlan(1, "did:a", []string{"did:b"}, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER boom BEFORE INSERT ON events
-			WHEN NEW.owner = 'did:boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	onWriter(t, s, failEvents)
 	s.applyLog.f = &faultyFile{logFile: s.applyLog.f, failSync: true, failTruncate: true} // the writer is idle
 	failed := sendPlan(2, "did:a", []string{"did:boom"}, 2)
 	if _, err := s.Apply(ctx, failed); err == nil {

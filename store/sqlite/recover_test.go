@@ -41,6 +41,49 @@ func armFaultOnce(t *testing.T) *atomic.Int32 {
 	return left
 }
 
+// onWriter runs stmts in one write. A TEMP trigger made this way is on the
+// writer's connection only: a restart is without it.
+func onWriter(t *testing.T, s *Store, stmts ...string) {
+	t.Helper()
+	if err := s.write(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
+		for _, q := range stmts {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failEvents is a TEMP trigger that fails every event of did:boom.
+const failEvents = `CREATE TEMP TRIGGER boom BEFORE INSERT ON events
+	WHEN NEW.owner = 'did:boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`
+
+// checkSendWhole: every record res created is stored with its seq, member
+// has the record.created event of its one record and a conversation with
+// one unread, and did:b's INBOX counter is at 2 (the test's second send).
+func checkSendWhole(t *testing.T, s *Store, res *store.ApplyResult, member string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range res.Created {
+		if r, err := s.GetRecord(ctx, c.RecordID); err != nil || r.Seq != c.Seq {
+			t.Fatalf("record %s: %+v, %v; want seq %d", c.RecordID, r, err, c.Seq)
+		}
+	}
+	evs, err := s.ListEvents(ctx, store.EventFilter{Owner: member, Limit: 100})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("%s's events: %+v, %v; want its record.created", member, evs, err)
+	}
+	if cs, err := s.ListConversations(ctx, member, 10); err != nil || len(cs) != 1 || cs[0].UnreadCount != 1 {
+		t.Fatalf("%s's conversations: %+v, %v; want one, unread 1", member, cs, err)
+	}
+	if seq, err := s.BoxLastSeq(ctx, "did:b", model.Inbox); err != nil || seq != 2 {
+		t.Fatalf("did:b's INBOX counter: %d, %v; want 2", seq, err)
+	}
+}
+
 // TestAnsweredGroupRecoversFromPassingFault: a logged send is answered
 // before its events are written (commit.go); when they fail once, the
 // writer applies the logged writes again and goes on. Nothing stops, and
@@ -49,13 +92,8 @@ func TestAnsweredGroupRecoversFromPassingFault(t *testing.T) {
 	ctx := context.Background()
 	left := armFaultOnce(t)
 	s := openPath(t, tempDB(t), Options{})
-	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER flaky BEFORE INSERT ON events
-			WHEN NEW.owner = 'did:flaky' BEGIN SELECT fault_once('`+t.Name()+`'); END`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	onWriter(t, s, `CREATE TEMP TRIGGER flaky BEFORE INSERT ON events
+		WHEN NEW.owner = 'did:flaky' BEGIN SELECT fault_once('`+t.Name()+`'); END`)
 	if _, err := s.Apply(ctx, sendPlan(1, "did:a", []string{"did:b"}, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -70,21 +108,7 @@ func TestAnsweredGroupRecoversFromPassingFault(t *testing.T) {
 	if left.Load() > 0 {
 		t.Fatal("the fault never fired: this test shows nothing")
 	}
-	for _, c := range res.Created {
-		if r, err := s.GetRecord(ctx, c.RecordID); err != nil || r.Seq != c.Seq {
-			t.Fatalf("record %s: %+v, %v; want seq %d", c.RecordID, r, err, c.Seq)
-		}
-	}
-	evs, err := s.ListEvents(ctx, store.EventFilter{Owner: "did:flaky", Limit: 100})
-	if err != nil || len(evs) != 1 {
-		t.Fatalf("did:flaky's events: %+v, %v; want its record.created", evs, err)
-	}
-	if cs, err := s.ListConversations(ctx, "did:flaky", 10); err != nil || len(cs) != 1 || cs[0].UnreadCount != 1 {
-		t.Fatalf("did:flaky's conversations: %+v, %v; want one, unread 1", cs, err)
-	}
-	if seq, err := s.BoxLastSeq(ctx, "did:b", model.Inbox); err != nil || seq != 2 {
-		t.Fatalf("did:b's INBOX counter: %d, %v; want 2", seq, err)
-	}
+	checkSendWhole(t, s, res, "did:flaky")
 	if _, err := s.Apply(ctx, sendPlan(3, "did:a", []string{"did:flaky"}, 3)); err != nil {
 		t.Fatalf("a send after the recovery: %v", err)
 	}
@@ -106,17 +130,8 @@ func TestLogCoveredAtCloseAfterFailedCover(t *testing.T) {
 	if _, err := s.Apply(ctx, sendPlan(1, "did:a", []string{"did:b"}, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER boom BEFORE INSERT ON events
-			WHEN NEW.owner = 'did:boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER pos BEFORE UPDATE ON apply_log
-			BEGIN SELECT fault_once('`+t.Name()+`'); END`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	onWriter(t, s, failEvents, `CREATE TEMP TRIGGER pos BEFORE UPDATE ON apply_log
+		BEGIN SELECT fault_once('`+t.Name()+`'); END`)
 	s.applyLog.f = &faultyFile{logFile: s.applyLog.f, failSync: true, failTruncate: true} // the writer is idle
 	left.Store(1)
 	failed := sendPlan(2, "did:a", []string{"did:boom"}, 2)
