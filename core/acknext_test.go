@@ -26,6 +26,15 @@ func (c *claimBreaks) Claim(ctx context.Context, p store.ClaimParams) (model.Rec
 	return c.Store.Claim(ctx, p)
 }
 
+// UpdateThenClaim's claim fails the same way; its update stands.
+func (c *claimBreaks) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
+	if c.broken {
+		rec, err := c.Store.Update(ctx, u)
+		return rec, store.Claimed{Err: errDisk}, err
+	}
+	return c.Store.UpdateThenClaim(ctx, u, p)
+}
+
 // An ack whose next claim fails stands: SetState returns the acked record
 // with a *NextError, and a canceled claim (a gone client, shutdown) is no
 // next at all, as for get_next.

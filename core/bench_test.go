@@ -129,7 +129,7 @@ func BenchmarkDispatchParallel(b *testing.B) {
 // tunnel_outbox: a tunnel sender works its TUNNEL_OUTBOX
 // (WAIT → SENDING → SENT).
 func BenchmarkClaimAck(b *testing.B) {
-	b.Run("box=inbox", func(b *testing.B) {
+	inbox := func(b *testing.B, ackNext bool) {
 		s := newService(b, nil)
 		ctx := context.Background()
 		worker := agent("did:agent:worker")
@@ -142,8 +142,16 @@ func BenchmarkClaimAck(b *testing.B) {
 		}
 		b.ResetTimer()
 		b.StartTimer()
-		benchClaimAck(b, s, worker, model.Inbox)
-	})
+		if ackNext {
+			benchAckNext(b, s, worker, model.Inbox)
+		} else {
+			benchClaimAck(b, s, worker, model.Inbox)
+		}
+	}
+	b.Run("box=inbox", func(b *testing.B) { inbox(b, false) })
+	// ack_next: each ack claims the next record in the same call
+	// (report_delivery with next), as a worker using AckNext does.
+	b.Run("box=inbox/ack_next", func(b *testing.B) { inbox(b, true) })
 	b.Run("box=tunnel_outbox", func(b *testing.B) {
 		s := newService(b, nil)
 		ctx := context.Background()
@@ -183,6 +191,28 @@ func benchClaimAck(b *testing.B, s *Service, who model.Identity, box model.BoxKi
 		if _, err := s.ReportDelivery(ctx, who, rec.Record.RecordID, ok); err != nil {
 			b.Fatal(err)
 		}
+	}
+	reportRate(b, 1, "msgs/s")
+}
+
+func benchAckNext(b *testing.B, s *Service, who model.Identity, box model.BoxKind) {
+	ctx := context.Background()
+	rec, err := s.Next(ctx, who, who.DID, box, &wire.NextRequest{})
+	if err != nil || rec == nil {
+		b.Fatalf("get_next: %v, %v", rec, err)
+	}
+	noBody := false // the worker has the acked record's body already
+	ok := &wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, WithObject: &noBody, Next: &wire.NextRequest{}}
+	for i := range b.N {
+		ok.LeaseID = rec.Record.Lease.ID
+		res, err := s.ReportDelivery(ctx, who, rec.Record.RecordID, ok)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Next == nil && i < b.N-1 {
+			b.Fatalf("ack %d of %d claimed nothing next", i+1, b.N)
+		}
+		rec = res.Next
 	}
 	reportRate(b, 1, "msgs/s")
 }

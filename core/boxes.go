@@ -36,6 +36,19 @@ type nextCall struct {
 	withObj bool
 	states  []model.State
 	lease   time.Duration
+	// first, when set, is the first attempt's claim, made already with the
+	// change before it (Service.update, Store.UpdateThenClaim).
+	first *firstClaim
+}
+
+// firstClaim is a claim made in the same write as the change that asked
+// for it, with what next needs of its first attempt: the watch taken
+// before it and the time it was tried at.
+type firstClaim struct {
+	changed <-chan struct{}
+	tried   int64
+	rec     model.Record
+	err     error
 }
 
 // checkNext checks a get_next for who, before it changes anything.
@@ -78,17 +91,26 @@ func (s *Service) next(ctx context.Context, p *nextCall) (*wire.RecordWithMsg, e
 	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
 	for wake := wakeNone; ; {
 		var changed <-chan struct{}
-		if lock {
-			changed = s.notify.WatchClaims(owner, box)
-		} else {
-			changed = s.notify.Watch(owner, box)
-		}
-		tried := s.nowMS() // before the attempt: see NextVisible below
+		var tried int64
 		var rec model.Record
 		var err error
 		var nextAt int64
 		known := false // whether nextAt answers NextVisible already
+		made := p.first != nil
+		if made {
+			changed, tried, rec, err = p.first.changed, p.first.tried, p.first.rec, p.first.err
+			p.first = nil
+		} else {
+			if lock {
+				changed = s.notify.WatchClaims(owner, box)
+			} else {
+				changed = s.notify.Watch(owner, box)
+			}
+			tried = s.nowMS() // before the attempt: see NextVisible below
+		}
 		switch {
+		case made:
+			// the first attempt's claim came with the change (p.first)
 		case lock && wake != wakeNone:
 			rec, nextAt, known, err = s.claimWoken(ctx, who, owner, box, p.lease, req.Holder, tried, deadline, changed, wake)
 		case lock:
@@ -181,12 +203,22 @@ func (s *Service) claim(ctx context.Context, who model.Identity, owner string, b
 	if holder == "" {
 		holder = who.DID
 	}
-	until := now + lease.Milliseconds()
-	rec, err := s.st.Claim(ctx, store.ClaimParams{Owner: owner, Box: box, From: model.ClaimableState(box),
-		To: model.HeldState(box), NowMS: now, LeaseID: newLeaseID(), Holder: holder, LeaseUntilMS: until})
+	p := claimParams(owner, box, now, lease, holder)
+	rec, err := s.st.Claim(ctx, p)
 	if err != nil {
 		return rec, err
 	}
+	s.claimed(owner, box, now, p.LeaseUntilMS)
+	return rec, nil
+}
+
+func claimParams(owner string, box model.BoxKind, nowMS int64, lease time.Duration, holder string) store.ClaimParams {
+	return store.ClaimParams{Owner: owner, Box: box, From: model.ClaimableState(box), To: model.HeldState(box),
+		NowMS: nowMS, LeaseID: newLeaseID(), Holder: holder, LeaseUntilMS: nowMS + lease.Milliseconds()}
+}
+
+// claimed is what follows a claim that took a record at now, held until.
+func (s *Service) claimed(owner string, box model.BoxKind, now, until int64) {
 	s.cfg.Metrics.Claimed(box)
 	s.notify.ChangedAny() // the claim is an event; event streams should see it now
 	// A record claimed from a box said to be empty came without a change
@@ -199,7 +231,6 @@ func (s *Service) claim(ctx context.Context, who model.Identity, owner string, b
 	if at := s.reaperAt.get(); at == 0 || until < at {
 		kick(s.reaperKick)
 	}
-	return rec, nil
 }
 
 // claimWoken is a claim by a claimer a change to the box woke. Every

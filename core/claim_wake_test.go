@@ -26,6 +26,14 @@ func (c *claimCounter) Claim(ctx context.Context, p store.ClaimParams) (model.Re
 	return c.Store.Claim(ctx, p)
 }
 
+func (c *claimCounter) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
+	rec, cl, err := c.Store.UpdateThenClaim(ctx, u, p)
+	if err == nil {
+		c.claims.Add(1)
+	}
+	return rec, cl, err
+}
+
 func (c *claimCounter) Claimable(ctx context.Context, owner string, box model.BoxKind, state model.State, nowMS int64) (bool, error) {
 	c.asks.Add(1)
 	return c.Store.Claimable(ctx, owner, box, state, nowMS)
@@ -216,6 +224,14 @@ func (c *claimThenTick) Claim(ctx context.Context, p store.ClaimParams) (model.R
 		c.clk.Advance(10 * time.Millisecond)
 	}
 	return r, err
+}
+
+func (c *claimThenTick) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
+	rec, cl, err := c.Store.UpdateThenClaim(ctx, u, p)
+	if err == nil && errors.Is(cl.Err, model.ErrNotFound) {
+		c.clk.Advance(10 * time.Millisecond)
+	}
+	return rec, cl, err
 }
 
 // TestBackoffEndingDuringAClaimIsNotSlept: a record whose backoff ends

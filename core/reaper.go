@@ -58,7 +58,7 @@ func (s *Service) ReapExpired(ctx context.Context) (int, error) {
 		if r.Lease == nil {
 			continue
 		}
-		_, err := s.fail(ctx, r, r.Lease.ID, true, 0, "lease_expired", "the lease expired before an ack", model.EventLeaseExpired)
+		_, err := s.fail(ctx, r, r.Lease.ID, true, 0, "lease_expired", "the lease expired before an ack", model.EventLeaseExpired, nil)
 		switch {
 		case err == nil:
 			n++

@@ -24,9 +24,26 @@ func (s *Service) actOn(ctx context.Context, who model.Identity, recordID string
 }
 
 // update applies a compare-and-set and turns a lost race into a clear
-// error: the lease moved on, or the record changed under the caller.
-func (s *Service) update(ctx context.Context, u *store.Update) (model.Record, error) {
-	rec, err := s.st.Update(ctx, u)
+// error: the lease moved on, or the record changed under the caller. With
+// next set (a change that asks for the box's next record), the first claim
+// is made in the same write when next would make it at once, and left in
+// next.first: a worker's ack and claim then wait for the store's writer
+// once, not twice.
+func (s *Service) update(ctx context.Context, u *store.Update, next *nextCall) (model.Record, error) {
+	var rec model.Record
+	var err error
+	if f, p := s.firstClaim(next); f != nil {
+		var c store.Claimed
+		if rec, c, err = s.st.UpdateThenClaim(ctx, u, p); err == nil {
+			f.rec, f.err = c.Record, c.Err
+			if c.Err == nil {
+				s.claimed(p.Owner, p.Box, p.NowMS, p.LeaseUntilMS)
+			}
+			next.first = f
+		}
+	} else {
+		rec, err = s.st.Update(ctx, u)
+	}
 	if err == nil {
 		if rec.State == model.ClaimableState(rec.BoxKind) {
 			s.notify.Changed(rec.Owner, rec.BoxKind) // a retry, a redrive, an expired lease
@@ -47,6 +64,28 @@ func (s *Service) update(ctx context.Context, u *store.Update) (model.Record, er
 			Message: "the lease expired and the record was claimed again; the holder no longer owns it"}
 	}
 	return cur, model.Conflict("", fmt.Sprintf("record changed concurrently: it is now %s", cur.State))
+}
+
+// firstClaim prepares the claim next's first attempt would make at once,
+// if it would: not when a waiting claimer would wait without one (the box
+// is known to be empty). The watch is taken before the claim, as next
+// takes it before each attempt.
+func (s *Service) firstClaim(next *nextCall) (*firstClaim, store.ClaimParams) {
+	if next == nil || !next.lock {
+		return nil, store.ClaimParams{}
+	}
+	owner, box := next.owner, next.box
+	f := &firstClaim{changed: s.notify.WatchClaims(owner, box), tried: s.nowMS()}
+	if next.req.WaitMS > 0 {
+		if _, known := s.notify.knownEmpty(owner, box, f.changed, f.tried); known {
+			return nil, store.ClaimParams{}
+		}
+	}
+	holder := next.req.Holder
+	if holder == "" {
+		holder = next.who.DID
+	}
+	return f, claimParams(owner, box, f.tried, next.lease, holder)
 }
 
 func (s *Service) requireHeld(rec model.Record, leaseID string) error {
@@ -95,7 +134,7 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if to == model.Dead {
 		u.EventType = model.EventRecordDead
 	}
-	out, err := s.update(ctx, u)
+	out, err := s.update(ctx, u, next)
 	if err != nil {
 		return nil, err
 	}
@@ -138,9 +177,9 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 		d.Attempts++
 		d.ExternalMsgID, d.DeliveredAtMS, d.NextRetryAtMS = r.ExternalMsgID, now, 0
 		out, err = s.update(ctx, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID,
-			To: model.DoneState(rec.BoxKind), Delivery: d, NowMS: now, EventType: model.EventRecordDelivered})
+			To: model.DoneState(rec.BoxKind), Delivery: d, NowMS: now, EventType: model.EventRecordDelivered}, next)
 	} else {
-		out, err = s.fail(ctx, rec, leaseID, r.Retryable, r.RetryAfterMS, r.ErrorCode, r.ErrorMessage, "")
+		out, err = s.fail(ctx, rec, leaseID, r.Retryable, r.RetryAfterMS, r.ErrorCode, r.ErrorMessage, "", next)
 	}
 	if err != nil {
 		return nil, err
@@ -218,7 +257,7 @@ func (s *Service) backoff(n int) time.Duration {
 
 // fail counts a failed attempt of a held record and puts it back to wait
 // for max(backoff, retry_after) or, when it may not retry, makes it DEAD.
-func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, retryable bool, retryAfterMS int64, code, msg, eventType string) (model.Record, error) {
+func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, retryable bool, retryAfterMS int64, code, msg, eventType string, next *nextCall) (model.Record, error) {
 	now := s.nowMS()
 	d := rec.Delivery
 	d.Attempts++
@@ -247,7 +286,7 @@ func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, re
 		u.EventDetail = fmt.Sprintf("attempt %d failed (%s); dead", d.Attempts, d.LastError)
 	}
 	u.Delivery = d
-	out, err := s.update(ctx, u)
+	out, err := s.update(ctx, u, next)
 	if err != nil {
 		return out, err
 	}
@@ -276,7 +315,7 @@ func (s *Service) ExtendLease(ctx context.Context, who model.Identity, recordID 
 	l := *rec.Lease
 	l.ExpiresAtMS = now + lease.Milliseconds()
 	out, err := s.update(ctx, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: l.ID, To: rec.State,
-		Delivery: rec.Delivery, Lease: &l, NowMS: now, EventType: model.EventLeaseExtended})
+		Delivery: rec.Delivery, Lease: &l, NowMS: now, EventType: model.EventLeaseExtended}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +342,7 @@ func (s *Service) redrive(ctx context.Context, rec model.Record) (model.Record, 
 	d := rec.Delivery
 	d.Attempts, d.NextRetryAtMS = 0, 0
 	return s.update(ctx, &store.Update{RecordID: rec.RecordID, From: model.Dead, To: model.ClaimableState(rec.BoxKind),
-		Delivery: d, NowMS: s.nowMS(), EventType: model.EventRecordRedriven})
+		Delivery: d, NowMS: s.nowMS(), EventType: model.EventRecordRedriven}, nil)
 }
 
 // RedriveBox redrives up to limit DEAD records of a box, oldest first: in

@@ -62,6 +62,11 @@ type Store interface {
 	// record is still in From (and, when ExpectLeaseID is set, still holds
 	// that lease). Otherwise model.ErrConflict and nothing changes.
 	Update(ctx context.Context, u *Update) (model.Record, error)
+	// UpdateThenClaim is Update and then, only if the update succeeded, a
+	// Claim of p, as one write where the store can (a worker's ack that
+	// asks for its next record). The claim's outcome, a not-found
+	// included, is in the Claimed; err is the update's.
+	UpdateThenClaim(ctx context.Context, u *Update, p ClaimParams) (model.Record, Claimed, error)
 	ListRecords(ctx context.Context, p ListParams) ([]model.Record, error)
 	Sync(ctx context.Context, p SyncParams) ([]model.Record, error)
 	// ExpiredLeases lists held records whose lease expired at or before NowMS.
@@ -187,6 +192,13 @@ type ClaimParams struct {
 	LeaseID      string
 	Holder       string
 	LeaseUntilMS int64
+}
+
+// Claimed is the claim UpdateThenClaim made after its update: the record
+// taken, or why none was (a not-found when nothing was claimable).
+type Claimed struct {
+	Record model.Record
+	Err    error
 }
 
 // Update is a compare-and-set state change with its new bookkeeping.

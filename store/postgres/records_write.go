@@ -350,6 +350,19 @@ func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, erro
 	return rec, nil
 }
 
+// UpdateThenClaim is Update and then Claim, each its own statement and
+// transaction as always here: PostgreSQL has no writer to wait for, and
+// each already commits in one round trip.
+func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
+	rec, err := s.Update(ctx, u)
+	if err != nil {
+		return rec, store.Claimed{}, err
+	}
+	var c store.Claimed
+	c.Record, c.Err = s.Claim(ctx, p)
+	return rec, c, nil
+}
+
 // updateMiss explains why an Update's compare-and-set matched nothing.
 func (s *Store) updateMiss(ctx context.Context, u *store.Update) error {
 	var state, lease string

@@ -77,11 +77,28 @@ func TestApplyLogMatchesAStoreThatNeverCrashed(t *testing.T) {
 				if !sameErr(aerr, berr) || !reflect.DeepEqual(a, b) {
 					rt.Fatalf("step %d Claim: %+v, %v; never crashed: %+v, %v", i, a, aerr, b, berr)
 				}
-				if then := rapid.IntRange(0, 2).Draw(rt, "then"); aerr == nil && then > 0 {
+				if then := rapid.IntRange(0, 3).Draw(rt, "then"); aerr == nil && then > 0 {
 					// An ack, or a nack that puts the record back with a backoff.
 					u := &store.Update{RecordID: a.RecordID, From: model.Reading, ExpectLeaseID: cp.LeaseID, To: model.Readed, NowMS: now}
 					if then == 2 {
 						u.To, u.VisibleAtMS = model.Unread, now+rapid.Int64Range(0, 5).Draw(rt, "backoff")
+					}
+					if then == 3 {
+						// An ack that claims the next record in the same write:
+						// the same as the two calls on the store that never
+						// crashed.
+						next := cp
+						next.LeaseID = fmt.Sprint("n", i)
+						a, ac, aerr := s.UpdateThenClaim(ctx, u, next)
+						b, berr := ref.Update(ctx, u)
+						var bc store.Claimed
+						if berr == nil {
+							bc.Record, bc.Err = ref.Claim(ctx, next)
+						}
+						if !sameErr(aerr, berr) || !reflect.DeepEqual(a, b) || !sameErr(ac.Err, bc.Err) || !reflect.DeepEqual(ac.Record, bc.Record) {
+							rt.Fatalf("step %d UpdateThenClaim: %+v, %+v, %v; never crashed, one after the other: %+v, %+v, %v", i, a, ac, aerr, b, bc, berr)
+						}
+						break
 					}
 					a, aerr := s.Update(ctx, u)
 					b, berr := ref.Update(ctx, u)

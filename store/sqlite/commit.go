@@ -24,6 +24,13 @@ import (
 // the commit (overlay.go). Everything else is as before: answered after
 // its group commits.
 //
+// A write may bring a second one that runs right after it in the same
+// group, and only if it succeeded (then: a worker's ack and the claim of
+// its next record, UpdateThenClaim). They are two writes, each with its
+// savepoint and its entry in the log, so the log and its replay know
+// nothing of the pairing; what the pair saves is the second trip through
+// the writer's queue.
+//
 // Consecutive Apply writes in a group insert their records together,
 // after the last of them and before the next write of another kind (or the
 // end of the group): one statement per kind of row for the run rather than
@@ -93,7 +100,15 @@ type writeReq struct {
 	// ctl, when set, is not a write: the writer runs it between
 	// transactions (Open's replay of the log).
 	ctl func() error
+	// then is a write that runs right after this one, in the same group,
+	// if this one succeeds (UpdateThenClaim); its caller waits for both.
+	then *writeReq
+	// follows is set on a then: it runs only if the write before it did.
+	follows bool
 }
+
+// errNotRun answers a then whose write before it failed.
+var errNotRun = errors.New("sqlite: not run: the write before it failed")
 
 // write runs fn in a write transaction, possibly shared with other writes
 // (see above), and returns once it is committed. fn may run more than once
@@ -188,15 +203,21 @@ func (s *Store) runBatch(batch []*writeReq) {
 			r.done <- s.control(r.ctl)
 			continue
 		}
-		if err := r.ctx.Err(); err != nil {
-			r.done <- err
-			continue
+		err := r.ctx.Err()
+		if err == nil {
+			err = s.failure()
 		}
-		if err := s.failure(); err != nil {
+		if err != nil {
 			r.done <- err
+			if r.then != nil {
+				r.then.done <- errNotRun
+			}
 			continue
 		}
 		live = append(live, r)
+		if r.then != nil {
+			live = append(live, r.then)
+		}
 	}
 	if len(live) == 0 {
 		return
@@ -274,8 +295,14 @@ func (s *Store) retryAlone(live []*writeReq, cause error) {
 		}
 		return
 	}
+	var prev error
 	for _, r := range live {
-		r.done <- s.runAlone(r)
+		if r.follows && prev != nil {
+			prev = errNotRun
+		} else {
+			prev = s.runAlone(r)
+		}
+		r.done <- prev
 	}
 }
 
@@ -348,6 +375,10 @@ func (s *Store) runGroup(live []*writeReq) (errs []error, rest func() error, err
 	tx := s.pt.tx
 	errs = make([]error, len(live))
 	for i, r := range live {
+		if r.follows && errs[i-1] != nil {
+			errs[i] = errNotRun
+			continue
+		}
 		if !r.defers { // before the savepoint: r failing must not undo them
 			if err := s.insertDeferred(tx); err != nil {
 				return nil, nil, err

@@ -159,6 +159,35 @@ func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, erro
 	return rec, err
 }
 
+// UpdateThenClaim runs the claim right after the update in the same group
+// of writes (commit.go: then), so that an ack asking for the next record
+// waits for the writer once, and both are logged as the two writes they
+// are.
+func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
+	var rec model.Record
+	var c store.Claimed
+	req := &writeReq{ctx: ctx, done: make(chan error, 1), fn: func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		rec, err = s.updateTx(ctx, tx, u)
+		return err
+	}}
+	then := &writeReq{ctx: ctx, done: make(chan error, 1), follows: true, fn: func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		c.Record, err = s.claimTx(ctx, tx, &p)
+		return err
+	}}
+	if s.applyLog != nil {
+		req.logged = updateEntry(u, func() []model.Record { return []model.Record{rec} })
+		then.logged = claimEntry(&p, func() []model.Record { return []model.Record{c.Record} })
+	}
+	req.then = then
+	if err := s.submit(ctx, req); err != nil {
+		return rec, c, err
+	}
+	c.Err = <-then.done
+	return rec, c, nil
+}
+
 // updateTx is Update's part of a write transaction.
 func (s *Store) updateTx(ctx context.Context, tx *sql.Tx, u *store.Update) (model.Record, error) {
 	w := s.txStmts(ctx, tx)

@@ -46,6 +46,7 @@ func groups() []group {
 		{"Claim", claimTests()},
 		{"Leases", leaseTests()},
 		{"Update", updateTests()},
+		{"UpdateThenClaim", updateClaimTests()},
 		{"ListRecords", listTests()},
 		{"Sync", syncTests()},
 		{"CountRecords", countTests()},
