@@ -284,14 +284,9 @@ var sqlClaim = `WITH c AS (
 // Claim takes the first visible record in From of one box.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (model.Record, error) {
 	var rec model.Record
-	delta := 0
-	if p.Box.HasConversations() {
-		delta = model.UnreadDelta(p.From, p.To)
-	}
 	err := retry(ctx, s.log, func() error {
 		var err error
-		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlClaim, string(p.To), p.LeaseID, p.Holder,
-			p.LeaseUntilMS, p.NowMS, p.Owner, string(p.Box), string(p.From), delta, convBoxes))
+		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlClaim, claimArgs(&p)...))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -301,6 +296,14 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (model.Record, e
 		return rec, fail("claim", err)
 	}
 	return rec, nil
+}
+
+func claimArgs(p *store.ClaimParams) []any {
+	delta := 0
+	if p.Box.HasConversations() {
+		delta = model.UnreadDelta(p.From, p.To)
+	}
+	return []any{string(p.To), p.LeaseID, p.Holder, p.LeaseUntilMS, p.NowMS, p.Owner, string(p.Box), string(p.From), delta, convBoxes}
 }
 
 // sqlUpdate is the compare-and-set: it matches nothing unless the record is
@@ -317,6 +320,16 @@ var sqlUpdate = `WITH c AS (
 
 // Update is a compare-and-set on one record's state (and lease).
 func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, error) {
+	var rec model.Record
+	err := retry(ctx, s.log, func() error {
+		var err error
+		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlUpdate, updateArgs(u)...))
+		return err
+	})
+	return s.updated(ctx, u, rec, err)
+}
+
+func updateArgs(u *store.Update) []any {
 	d := &u.Delivery
 	var leaseID, holder, until any
 	if u.Lease != nil {
@@ -326,15 +339,15 @@ func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, erro
 	if typ == "" {
 		typ = model.EventRecordState
 	}
-	var rec model.Record
-	err := retry(ctx, s.log, func() error {
-		var err error
-		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlUpdate, string(u.To), d.Attempts, d.NextRetryAtMS,
-			d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
-			u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID,
-			typ, u.EventDetail, model.UnreadDelta(u.From, u.To), convBoxes, legacyID(u.RecordID)))
-		return err
-	})
+	return []any{string(u.To), d.Attempts, d.NextRetryAtMS,
+		d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
+		u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID,
+		typ, u.EventDetail, model.UnreadDelta(u.From, u.To), convBoxes, legacyID(u.RecordID)}
+}
+
+// updated is what follows an Update's statement, committed, that returned
+// rec and err.
+func (s *Store) updated(ctx context.Context, u *store.Update, rec model.Record, err error) (model.Record, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rec, s.updateMiss(ctx, u)
 	}
@@ -348,19 +361,6 @@ func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, erro
 		s.notify(ctx, changedBoxes([]model.Record{rec}))
 	}
 	return rec, nil
-}
-
-// UpdateThenClaim is Update and then Claim, each its own statement and
-// transaction as always here: PostgreSQL has no writer to wait for, and
-// each already commits in one round trip.
-func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
-	rec, err := s.Update(ctx, u)
-	if err != nil {
-		return rec, store.Claimed{}, err
-	}
-	var c store.Claimed
-	c.Record, c.Err = s.Claim(ctx, p)
-	return rec, c, nil
 }
 
 // updateMiss explains why an Update's compare-and-set matched nothing.

@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+)
+
+// UpdateThenClaim is a worker's ack and the claim of its next record in one
+// transaction, so one commit (one WAL flush) where the two calls make two,
+// in two round trips: BEGIN with the update, then, if the update matched,
+// the claim with COMMIT. The claim is a statement after the update's, so it
+// sees the update (a record the update gives back is claimable to it).
+//
+// When that transaction fails as a whole and the server said so (a
+// deadlock, a refused statement), nothing of it is committed and the two
+// calls run one after the other, each retried as always. A connection lost
+// during the COMMIT leaves the outcome unknown, as for any write whose
+// answer is lost, and is returned as the update's error.
+func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
+	rec, next, done, err := s.updateClaimTx(ctx, u, &p)
+	if !done {
+		if rec, err = s.Update(ctx, u); err != nil {
+			return rec, store.Claimed{}, err
+		}
+		var c store.Claimed
+		c.Record, c.Err = s.Claim(ctx, p)
+		return rec, c, nil
+	}
+	if rec, err = s.updated(ctx, u, rec, err); err != nil {
+		return rec, store.Claimed{}, err
+	}
+	c := store.Claimed{Record: next}
+	if next.RecordID == "" {
+		c.Err = model.NotFound("claimable record")
+	}
+	return rec, c, nil
+}
+
+// updateClaimTx runs the transaction. done is false when nothing of it was
+// committed for a reason other than the update matching nothing; then
+// rec, next and err mean nothing. With done, err is the update's
+// statement's (pgx.ErrNoRows: it matched nothing, and nothing was
+// written), and next is the claimed record, zero if none was claimable.
+func (s *Store) updateClaimTx(ctx context.Context, u *store.Update, p *store.ClaimParams) (rec, next model.Record, done bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return rec, next, false, nil
+	}
+	defer conn.Release()
+	// end rolls back whatever is open, so that the pool keeps the
+	// connection instead of closing it for being in a transaction. A broken
+	// connection fails here too, and the pool drops it.
+	end := func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+			s.log.Debug("postgres: rollback of an ack with its next claim", "err", err)
+		}
+	}
+
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sqlUpdate, updateArgs(u)...)
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	if err == nil {
+		rec, err = scanRecord(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		end()
+		return rec, next, true, err
+	}
+	if err != nil {
+		end()
+		return rec, next, false, nil
+	}
+
+	b = &pgx.Batch{}
+	b.Queue(sqlClaim, claimArgs(p)...)
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	next, cerr := scanRecord(br.QueryRow())
+	tag, err := br.Exec()
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	// The server's own answer (a PgError) is definite; anything else (a
+	// broken connection, a cancelled context) leaves it open whether the
+	// COMMIT happened.
+	definite := func(e error) bool {
+		var pe *pgconn.PgError
+		return errors.As(e, &pe)
+	}
+	claimFailed := cerr != nil && !errors.Is(cerr, pgx.ErrNoRows)
+	switch {
+	case claimFailed && definite(cerr), err != nil && definite(err), err == nil && tag.String() != "COMMIT":
+		// Refused: nothing is committed.
+		end()
+		return rec, next, false, nil
+	case claimFailed:
+		end()
+		return rec, model.Record{}, true, cerr
+	case err != nil:
+		end()
+		return rec, model.Record{}, true, err
+	case cerr != nil:
+		next = model.Record{} // nothing was claimable
+	}
+	return rec, next, true, nil
+}
