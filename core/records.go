@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -32,7 +33,7 @@ func (s *Service) actOn(ctx context.Context, who model.Identity, recordID string
 func (s *Service) update(ctx context.Context, u *store.Update, next *nextCall) (model.Record, error) {
 	var rec model.Record
 	var err error
-	if f, p := s.firstClaim(next); f != nil {
+	if f, p := s.firstClaim(next, u); f != nil {
 		var c store.Claimed
 		if rec, c, err = s.st.UpdateThenClaim(ctx, u, p); err == nil {
 			f.rec, f.err = c.Record, c.Err
@@ -69,9 +70,11 @@ func (s *Service) update(ctx context.Context, u *store.Update, next *nextCall) (
 // firstClaim prepares the claim next's first attempt would make at once,
 // if it would: not when a waiting claimer would wait without one (the box
 // is known to be empty). The watch is taken before the claim, as next
-// takes it before each attempt.
-func (s *Service) firstClaim(next *nextCall) (*firstClaim, store.ClaimParams) {
-	if next == nil || !next.lock {
+// takes it before each attempt; so not for a change that makes its record
+// claimable again (a nack, a retry), whose own notification would close
+// that watch and send next round again for nothing.
+func (s *Service) firstClaim(next *nextCall, u *store.Update) (*firstClaim, store.ClaimParams) {
+	if next == nil || !next.lock || u.To == model.ClaimableState(next.box) {
 		return nil, store.ClaimParams{}
 	}
 	owner, box := next.owner, next.box
@@ -121,6 +124,10 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if err != nil {
 		return nil, err
 	}
+	body, err := s.bodyBefore(ctx, rec, orTrue(req.WithObject), next)
+	if err != nil {
+		return nil, err
+	}
 	now := s.nowMS()
 	u := &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: req.LeaseID, To: to,
 		Delivery: rec.Delivery, NowMS: now, EventDetail: req.Reason}
@@ -141,7 +148,7 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if to == model.Dead {
 		s.cfg.Metrics.Dead(rec.BoxKind)
 	}
-	return s.thenNext(ctx, out, orTrue(req.WithObject), next)
+	return s.thenNext(ctx, out, orTrue(req.WithObject), body, next)
 }
 
 // ReportDelivery is report_delivery: the holder of a claimed record says
@@ -166,6 +173,10 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 	if err != nil {
 		return nil, err
 	}
+	body, err := s.bodyBefore(ctx, rec, orTrue(req.WithObject), next)
+	if err != nil {
+		return nil, err
+	}
 	leaseID := req.LeaseID
 	if leaseID == "" && rec.Lease != nil {
 		leaseID = rec.Lease.ID
@@ -184,7 +195,7 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 	if err != nil {
 		return nil, err
 	}
-	return s.thenNext(ctx, out, orTrue(req.WithObject), next)
+	return s.thenNext(ctx, out, orTrue(req.WithObject), body, next)
 }
 
 // checkThenNext checks a request's next (nil: none) for the box of rec,
@@ -207,28 +218,44 @@ func (s *Service) checkThenNext(ctx context.Context, who model.Identity, rec mod
 	return p, err
 }
 
+// bodyBefore reads, before a change with next, the body its answer
+// carries: the change's own write may make next's first claim (update),
+// and once that is made nothing may fail before next hands it over, or
+// the record would stay held under a lease nobody was given.
+func (s *Service) bodyBefore(ctx context.Context, rec model.Record, withObj bool, next *nextCall) (json.RawMessage, error) {
+	if !withObj || next == nil {
+		return nil, nil
+	}
+	return s.st.GetMessage(ctx, rec.MsgID)
+}
+
 // thenNext answers a change with rec and, when next is set, claims the
 // box's next record: JetStream's AckNext, one call where a worker made
 // two. The change is made by then, so a claim cut short (a gone client,
 // shutdown) answers with no next, as get_next answers nothing, and a
 // claim that fails is returned as a *NextError along with the result.
-func (s *Service) thenNext(ctx context.Context, rec model.Record, withObj bool, next *nextCall) (*wire.StateResult, error) {
+// With next, body is rec's, read before the change (bodyBefore).
+func (s *Service) thenNext(ctx context.Context, rec model.Record, withObj bool, body json.RawMessage, next *nextCall) (*wire.StateResult, error) {
+	if next != nil {
+		out := &wire.StateResult{RecordWithMsg: wire.RecordWithMsg{Record: rec, Msg: body}}
+		var err error
+		out.Next, err = s.next(ctx, next)
+		return out, nextErr(ctx, err)
+	}
 	res, err := s.withMsg(ctx, rec, withObj)
 	if err != nil {
 		return nil, err
 	}
-	out := &wire.StateResult{RecordWithMsg: *res}
-	if next == nil {
-		return out, nil
+	return &wire.StateResult{RecordWithMsg: *res}, nil
+}
+
+// nextErr is what thenNext makes of next's error: none for a claim cut
+// short by the caller's going away, a *NextError for any other.
+func nextErr(ctx context.Context, err error) error {
+	if err == nil || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
+		return nil
 	}
-	out.Next, err = s.next(ctx, next)
-	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return out, nil
-	}
-	if err != nil {
-		return out, &NextError{Err: err}
-	}
-	return out, nil
+	return &NextError{Err: err}
 }
 
 // NextError comes with the result of a change asked to claim the next

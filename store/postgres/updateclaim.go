@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,7 +24,7 @@ import (
 // during the COMMIT leaves the outcome unknown, as for any write whose
 // answer is lost, and is returned as the update's error.
 func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
-	rec, next, done, err := s.updateClaimTx(ctx, u, &p)
+	rec, next, claimErr, done, err := s.updateClaimTx(ctx, u, &p)
 	if !done {
 		if rec, err = s.Update(ctx, u); err != nil {
 			return rec, store.Claimed{}, err
@@ -35,29 +36,37 @@ func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.Cl
 	if rec, err = s.updated(ctx, u, rec, err); err != nil {
 		return rec, store.Claimed{}, err
 	}
-	c := store.Claimed{Record: next}
-	if next.RecordID == "" {
+	c := store.Claimed{Record: next, Err: claimErr}
+	if claimErr == nil && next.RecordID == "" {
 		c.Err = model.NotFound("claimable record")
 	}
 	return rec, c, nil
 }
 
+// rollbackWithin bounds the ROLLBACK that ends a failed transaction: a
+// server that stops answering must not hold the request for good.
+const rollbackWithin = 5 * time.Second
+
 // updateClaimTx runs the transaction. done is false when nothing of it was
-// committed for a reason other than the update matching nothing; then
-// rec, next and err mean nothing. With done, err is the update's
-// statement's (pgx.ErrNoRows: it matched nothing, and nothing was
-// written), and next is the claimed record, zero if none was claimable.
-func (s *Store) updateClaimTx(ctx context.Context, u *store.Update, p *store.ClaimParams) (rec, next model.Record, done bool, err error) {
+// committed for a reason other than the update matching nothing; then the
+// other results mean nothing. With done, err is the update's statement's
+// (pgx.ErrNoRows: it matched nothing, and nothing was written, or an error
+// that leaves open whether the COMMIT happened), next the claimed record,
+// zero if none was claimable, and claimErr set when both committed but the
+// claimed record could not be read back.
+func (s *Store) updateClaimTx(ctx context.Context, u *store.Update, p *store.ClaimParams) (rec, next model.Record, claimErr error, done bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return rec, next, false, nil
+		return rec, next, nil, false, nil
 	}
 	defer conn.Release()
 	// end rolls back whatever is open, so that the pool keeps the
 	// connection instead of closing it for being in a transaction. A broken
 	// connection fails here too, and the pool drops it.
 	end := func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackWithin)
+		defer cancel()
+		if _, err := conn.Exec(rctx, "ROLLBACK"); err != nil {
 			s.log.Debug("postgres: rollback of an ack with its next claim", "err", err)
 		}
 	}
@@ -75,11 +84,11 @@ func (s *Store) updateClaimTx(ctx context.Context, u *store.Update, p *store.Cla
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		end()
-		return rec, next, true, err
+		return rec, next, nil, true, err
 	}
 	if err != nil {
 		end()
-		return rec, next, false, nil
+		return rec, next, nil, false, nil
 	}
 
 	b = &pgx.Batch{}
@@ -91,6 +100,8 @@ func (s *Store) updateClaimTx(ctx context.Context, u *store.Update, p *store.Cla
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
+	committed := err == nil && tag.String() == "COMMIT"
+	claimFailed := cerr != nil && !errors.Is(cerr, pgx.ErrNoRows)
 	// The server's own answer (a PgError) is definite; anything else (a
 	// broken connection, a cancelled context) leaves it open whether the
 	// COMMIT happened.
@@ -98,20 +109,23 @@ func (s *Store) updateClaimTx(ctx context.Context, u *store.Update, p *store.Cla
 		var pe *pgconn.PgError
 		return errors.As(e, &pe)
 	}
-	claimFailed := cerr != nil && !errors.Is(cerr, pgx.ErrNoRows)
 	switch {
-	case claimFailed && definite(cerr), err != nil && definite(err), err == nil && tag.String() != "COMMIT":
-		// Refused: nothing is committed.
+	case committed && claimFailed:
+		// Both are in, but the claimed record did not read back: as for a
+		// claim whose answer was lost.
+		return rec, model.Record{}, fail("claim", cerr), true, nil
+	case committed:
+		if cerr != nil {
+			next = model.Record{} // nothing was claimable
+		}
+		return rec, next, nil, true, nil
+	case (claimFailed && definite(cerr)) || definite(err) || err == nil:
+		// Refused (err == nil: the COMMIT answered ROLLBACK, after a
+		// failed claim): nothing is committed.
 		end()
-		return rec, next, false, nil
-	case claimFailed:
+		return rec, next, nil, false, nil
+	default:
 		end()
-		return rec, model.Record{}, true, cerr
-	case err != nil:
-		end()
-		return rec, model.Record{}, true, err
-	case cerr != nil:
-		next = model.Record{} // nothing was claimable
+		return rec, model.Record{}, nil, true, err
 	}
-	return rec, next, true, nil
 }

@@ -89,6 +89,12 @@ func TestApplyLogMatchesAStoreThatNeverCrashed(t *testing.T) {
 						// crashed.
 						next := cp
 						next.LeaseID = fmt.Sprint("n", i)
+						switch rapid.IntRange(0, 2).Draw(rt, "pair") {
+						case 1: // an ack that fails: nothing is claimed
+							u.ExpectLeaseID = "not-" + cp.LeaseID
+						case 2: // a release the claim takes back
+							u.To, u.VisibleAtMS = model.Unread, now
+						}
 						a, ac, aerr := s.UpdateThenClaim(ctx, u, next)
 						b, berr := ref.Update(ctx, u)
 						var bc store.Claimed

@@ -61,7 +61,8 @@ import (
 
 const (
 	// maxBatch bounds a group so the first writer in it is not kept
-	// waiting behind an unbounded queue.
+	// waiting behind an unbounded queue. It counts requests: with the
+	// writes they bring (then), a group holds up to twice as many.
 	maxBatch = 128
 	// commitEvery bounds how long logged writes stay uncommitted: the
 	// replay after a crash, and the dirty pages held in memory. A commit

@@ -182,7 +182,8 @@ func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.Cl
 	}
 	req.then = then
 	if err := s.submit(ctx, req); err != nil {
-		return rec, c, err
+		// Not what fn left: a run of the pair that a lost group undid.
+		return model.Record{}, store.Claimed{}, err
 	}
 	c.Err = <-then.done
 	return rec, c, nil
