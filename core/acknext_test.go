@@ -12,6 +12,22 @@ import (
 	"github.com/msgcenter/msgcenter/wire"
 )
 
+// sendAndClaim dispatches texts to who's INBOX and claims the first.
+func sendAndClaim(t *testing.T, s *Service, who model.Identity, texts ...string) *wire.RecordWithMsg {
+	t.Helper()
+	ctx := context.Background()
+	for _, txt := range texts {
+		if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{who.DID}, txt)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := s.Next(ctx, who, who.DID, model.Inbox, &wire.NextRequest{})
+	if err != nil || held == nil {
+		t.Fatalf("claim: %v, %v", held, err)
+	}
+	return held
+}
+
 // claimBreaks fails every claim once broken is set.
 type claimBreaks struct {
 	store.Store
@@ -45,15 +61,7 @@ func TestAckNextWhenTheClaimFails(t *testing.T) {
 	st := &claimBreaks{Store: openTestStore(t)}
 	s := New(st, Config{})
 	bob := agent("did:bob")
-	for _, txt := range []string{"one", "two", "three"} {
-		if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, txt)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	held, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{})
-	if err != nil || held == nil {
-		t.Fatalf("claim: %v, %v", held, err)
-	}
+	held := sendAndClaim(t, s, bob, "one", "two", "three")
 	st.broken = true
 	res, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, Next: &wire.NextRequest{}})
 	var ne *NextError
@@ -113,15 +121,7 @@ func TestAckNextFailsWholeBeforeItsClaim(t *testing.T) {
 	st := &bodyBreaks{Store: openTestStore(t)}
 	s := New(st, Config{})
 	bob := agent("did:bob")
-	for _, txt := range []string{"one", "two"} {
-		if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, txt)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	held, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{})
-	if err != nil || held == nil {
-		t.Fatalf("claim: %v, %v", held, err)
-	}
+	held := sendAndClaim(t, s, bob, "one", "two")
 	st.armed = true
 	if res, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, Next: &wire.NextRequest{}}); !errors.Is(err, errDisk) {
 		t.Fatalf("SetState with next while the body cannot be read = %+v, %v; want the read's error", res, err)
@@ -145,15 +145,7 @@ func TestAckNextClaimIsAClaim(t *testing.T) {
 	m := &claimedCounter{}
 	s := New(st, Config{Metrics: m})
 	bob := agent("did:bob")
-	for _, txt := range []string{"one", "two"} {
-		if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat("did:a", []string{bob.DID}, txt)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	held, err := s.Next(ctx, bob, bob.DID, model.Inbox, &wire.NextRequest{})
-	if err != nil || held == nil {
-		t.Fatalf("claim: %v, %v", held, err)
-	}
+	held := sendAndClaim(t, s, bob, "one", "two")
 	res, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, Next: &wire.NextRequest{}})
 	if err != nil || res.Next == nil {
 		t.Fatalf("ack with next: %+v, %v", res, err)

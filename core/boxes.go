@@ -200,10 +200,7 @@ func newLeaseID() string {
 
 func (s *Service) claim(ctx context.Context, who model.Identity, owner string, box model.BoxKind, lease time.Duration, holder string) (model.Record, error) {
 	now := s.nowMS()
-	if holder == "" {
-		holder = who.DID
-	}
-	p := claimParams(owner, box, now, lease, holder)
+	p := claimParams(who, owner, box, now, lease, holder)
 	rec, err := s.st.Claim(ctx, p)
 	if err != nil {
 		return rec, err
@@ -212,7 +209,12 @@ func (s *Service) claim(ctx context.Context, who model.Identity, owner string, b
 	return rec, nil
 }
 
-func claimParams(owner string, box model.BoxKind, nowMS int64, lease time.Duration, holder string) store.ClaimParams {
+// claimParams is who's claim of (owner, box) at nowMS; the holder is who
+// unless named.
+func claimParams(who model.Identity, owner string, box model.BoxKind, nowMS int64, lease time.Duration, holder string) store.ClaimParams {
+	if holder == "" {
+		holder = who.DID
+	}
 	return store.ClaimParams{Owner: owner, Box: box, From: model.ClaimableState(box), To: model.HeldState(box),
 		NowMS: nowMS, LeaseID: newLeaseID(), Holder: holder, LeaseUntilMS: nowMS + lease.Milliseconds()}
 }

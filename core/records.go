@@ -84,11 +84,7 @@ func (s *Service) firstClaim(next *nextCall, u *store.Update) (*firstClaim, stor
 			return nil, store.ClaimParams{}
 		}
 	}
-	holder := next.req.Holder
-	if holder == "" {
-		holder = next.who.DID
-	}
-	return f, claimParams(owner, box, f.tried, next.lease, holder)
+	return f, claimParams(next.who, owner, box, f.tried, next.lease, next.req.Holder)
 }
 
 func (s *Service) requireHeld(rec model.Record, leaseID string) error {

@@ -115,16 +115,21 @@ func (s *Store) putMessage(ctx context.Context, tx *sql.Tx, msgID string, body [
 // Claim takes the first visible record in From of one box.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (model.Record, error) {
 	var rec model.Record
+	err := s.submit(ctx, s.claimReq(ctx, &p, &rec))
+	return rec, err
+}
+
+// claimReq is the write of a Claim of p, which leaves the record in rec.
+func (s *Store) claimReq(ctx context.Context, p *store.ClaimParams, rec *model.Record) *writeReq {
 	req := &writeReq{ctx: ctx, done: make(chan error, 1), fn: func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		rec, err = s.claimTx(ctx, tx, &p)
+		*rec, err = s.claimTx(ctx, tx, p)
 		return err
 	}}
 	if s.applyLog != nil {
-		req.logged = claimEntry(&p, func() []model.Record { return []model.Record{rec} })
+		req.logged = claimEntry(p, func() []model.Record { return []model.Record{*rec} })
 	}
-	err := s.submit(ctx, req)
-	return rec, err
+	return req
 }
 
 // claimTx is Claim's part of a write transaction.
@@ -147,16 +152,21 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (
 // Update is a compare-and-set on one record's state (and lease).
 func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, error) {
 	var rec model.Record
+	err := s.submit(ctx, s.updateReq(ctx, u, &rec))
+	return rec, err
+}
+
+// updateReq is the write of an Update, which leaves the record in rec.
+func (s *Store) updateReq(ctx context.Context, u *store.Update, rec *model.Record) *writeReq {
 	req := &writeReq{ctx: ctx, done: make(chan error, 1), fn: func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		rec, err = s.updateTx(ctx, tx, u)
+		*rec, err = s.updateTx(ctx, tx, u)
 		return err
 	}}
 	if s.applyLog != nil {
-		req.logged = updateEntry(u, func() []model.Record { return []model.Record{rec} })
+		req.logged = updateEntry(u, func() []model.Record { return []model.Record{*rec} })
 	}
-	err := s.submit(ctx, req)
-	return rec, err
+	return req
 }
 
 // UpdateThenClaim runs the claim right after the update in the same group
@@ -166,21 +176,8 @@ func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, erro
 func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
 	var rec model.Record
 	var c store.Claimed
-	req := &writeReq{ctx: ctx, done: make(chan error, 1), fn: func(ctx context.Context, tx *sql.Tx) error {
-		var err error
-		rec, err = s.updateTx(ctx, tx, u)
-		return err
-	}}
-	then := &writeReq{ctx: ctx, done: make(chan error, 1), follows: true, fn: func(ctx context.Context, tx *sql.Tx) error {
-		var err error
-		c.Record, err = s.claimTx(ctx, tx, &p)
-		return err
-	}}
-	if s.applyLog != nil {
-		req.logged = updateEntry(u, func() []model.Record { return []model.Record{rec} })
-		then.logged = claimEntry(&p, func() []model.Record { return []model.Record{c.Record} })
-	}
-	req.then = then
+	req, then := s.updateReq(ctx, u, &rec), s.claimReq(ctx, &p, &c.Record)
+	req.then, then.follows = then, true
 	if err := s.submit(ctx, req); err != nil {
 		// Not what fn left: a run of the pair that a lost group undid.
 		return model.Record{}, store.Claimed{}, err
