@@ -10,44 +10,68 @@
 // server's CPU, a read transaction each, for a body the same process had
 // written milliseconds before; on PostgreSQL each such read is a round
 // trip.
+//
+// The bodies a store wrote and those it read back are kept apart, because
+// a queue reads its bodies in the order they were written, each once or
+// twice. A single LRU over both (what this was: two generations, a hit
+// moving a body to the newer one) turned a backlog of half its budget or
+// more into a miss for nearly every claim: each hit and each body read
+// back pushed out the unread bodies the consumers needed next. With 16 MiB
+// and 1.3 KB bodies, draining 10,000 messages missed 42% of the claims and
+// 20,000 missed all of them; now they miss none and 35%
+// (TestBodyCacheDrainsABacklog; docs/benchmarks.md, eighteenth round).
 package bodies
 
 import "sync"
 
-// Cache keeps recently stored and read message bodies in memory.
+// Cache keeps recently stored and read message bodies in memory, in two
+// parts:
 //
-// It is two maps used as generations, a cheap approximation of LRU: hits
-// in the old map move to the new one, and when the new one holds half the
-// budget the old one is dropped. Callers must not modify returned bodies.
+//   - written: the bodies the store wrote, first in first out. A hit does
+//     not move a body, so a backlog drains through it in order and every
+//     body that still fits is there when its consumer comes.
+//   - read: bodies read from the database (another node wrote them, or they
+//     left the written part), in two generations, a cheap approximation of
+//     LRU: hits in the old map move to the new one, and when the new one
+//     holds half of this part's budget the old one is dropped. A body read
+//     twice (a claim, then its ack) or by many (a group's members) is read
+//     from the database once, and reading an old backlog cannot flush the
+//     written part.
+//
+// Callers must not modify returned bodies.
 type Cache struct {
-	mu       sync.Mutex
-	cur, old map[string][]byte
-	curBytes int
-	limit    int    // bytes over both maps
-	gen      uint64 // bumped by ForgetAll; see package lookup for why
+	mu sync.Mutex
+
+	written      map[string][]byte
+	queue        []string // written's ids, oldest first from head
+	head         int
+	writtenBytes int
+	writtenLimit int
+
+	cur, old  map[string][]byte // the read part
+	curBytes  int
+	readLimit int // bytes over both generations
+
+	gen uint64 // bumped by ForgetAll; see package lookup for why
 }
 
-// DefaultBytes is the default budget: the bodies of the last ~16,000
-// 1 KiB messages, a small share of the server's memory bound.
+// DefaultBytes is the default budget of the written part: the bodies of
+// the last ~12,000 messages of 1.3 KB. The read part gets a quarter of it
+// on top.
 const DefaultBytes = 16 << 20
 
-// New returns a cache holding at most limit bytes of bodies.
+// New returns a cache holding at most limit bytes of written bodies and
+// limit/4 of bodies read back.
 func New(limit int) *Cache {
-	return &Cache{cur: map[string][]byte{}, old: map[string][]byte{}, limit: limit}
+	return &Cache{written: map[string][]byte{}, writtenLimit: limit,
+		cur: map[string][]byte{}, old: map[string][]byte{}, readLimit: limit / 4}
 }
 
 // Get returns the cached body of id, and the generation for PutIfCurrent.
 func (c *Cache) Get(id string) ([]byte, uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if b, ok := c.cur[id]; ok {
-		return b, c.gen, true
-	}
-	b, ok := c.old[id]
-	if ok {
-		delete(c.old, id)
-		c.add(id, b)
-	}
+	b, ok := c.get(id)
 	return b, c.gen, ok
 }
 
@@ -58,11 +82,7 @@ func (c *Cache) GetMany(ids []string) (found map[string][]byte, missing []string
 	defer c.mu.Unlock()
 	found = make(map[string][]byte, len(ids))
 	for _, id := range ids {
-		if b, ok := c.cur[id]; ok {
-			found[id] = b
-		} else if b, ok := c.old[id]; ok {
-			delete(c.old, id)
-			c.add(id, b)
+		if b, ok := c.get(id); ok {
 			found[id] = b
 		} else {
 			missing = append(missing, id)
@@ -71,11 +91,44 @@ func (c *Cache) GetMany(ids []string) (found map[string][]byte, missing []string
 	return found, missing, c.gen
 }
 
+func (c *Cache) get(id string) ([]byte, bool) {
+	if b, ok := c.written[id]; ok {
+		return b, true
+	}
+	if b, ok := c.cur[id]; ok {
+		return b, true
+	}
+	b, ok := c.old[id]
+	if ok {
+		delete(c.old, id)
+		c.addRead(id, b)
+	}
+	return b, ok
+}
+
 // Put caches a body just written by this store.
 func (c *Cache) Put(id string, body []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.add(id, body)
+	if len(body) > c.writtenLimit/8 { // one huge body must not flush everything else
+		return
+	}
+	if _, ok := c.written[id]; ok {
+		return
+	}
+	for c.writtenBytes+len(body) > c.writtenLimit && c.head < len(c.queue) {
+		c.writtenBytes -= len(c.written[c.queue[c.head]])
+		delete(c.written, c.queue[c.head])
+		c.queue[c.head] = ""
+		c.head++
+	}
+	if c.head > len(c.queue)/2 { // reuse the slice's front once half of it is spent
+		c.queue = append(c.queue[:0], c.queue[c.head:]...)
+		c.head = 0
+	}
+	c.written[id] = body
+	c.queue = append(c.queue, id)
+	c.writtenBytes += len(body)
 }
 
 // PutIfCurrent caches a body read from the database, unless retention
@@ -84,18 +137,18 @@ func (c *Cache) PutIfCurrent(gen uint64, id string, body []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if gen == c.gen {
-		c.add(id, body)
+		c.addRead(id, body)
 	}
 }
 
-func (c *Cache) add(id string, body []byte) {
-	if len(body) > c.limit/8 {
-		return // one huge body must not flush everything else
+func (c *Cache) addRead(id string, body []byte) {
+	if len(body) > c.readLimit/8 {
+		return
 	}
 	if _, ok := c.cur[id]; ok {
 		return
 	}
-	if c.curBytes+len(body) > c.limit/2 {
+	if c.curBytes+len(body) > c.readLimit/2 {
 		c.old, c.cur, c.curBytes = c.cur, make(map[string][]byte, len(c.cur)), 0
 	}
 	c.cur[id] = body
@@ -111,6 +164,9 @@ func (c *Cache) ForgetAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
+	clear(c.written)
+	clear(c.queue)
+	c.queue, c.head, c.writtenBytes = c.queue[:0], 0, 0
 	clear(c.cur)
 	clear(c.old)
 	c.curBytes = 0

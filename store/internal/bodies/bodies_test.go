@@ -12,15 +12,22 @@ func TestBodyCacheStaysWithinBudget(t *testing.T) {
 	body := bytes.Repeat([]byte("x"), 1024)
 	for i := range 1000 {
 		c.Put(fmt.Sprint(i), body)
+		c.PutIfCurrent(c.gen, fmt.Sprint("r", i), body[:512])
 	}
-	total := 0
-	for _, m := range []map[string][]byte{c.cur, c.old} {
-		for _, b := range m {
-			total += len(b)
+	held := func(ms ...map[string][]byte) (total int) {
+		for _, m := range ms {
+			for _, b := range m {
+				total += len(b)
+			}
 		}
+		return total
 	}
-	if total > c.limit {
-		t.Fatalf("cache holds %d bytes, budget %d", total, c.limit)
+	if n := held(c.written); n > c.writtenLimit || n != c.writtenBytes || len(c.written) != len(c.queue)-c.head {
+		t.Fatalf("written part holds %d bytes (counted %d) in %d bodies, %d queued; budget %d",
+			n, c.writtenBytes, len(c.written), len(c.queue)-c.head, c.writtenLimit)
+	}
+	if n := held(c.cur, c.old); n > c.readLimit {
+		t.Fatalf("read part holds %d bytes, budget %d", n, c.readLimit)
 	}
 	if _, _, ok := c.Get("999"); !ok {
 		t.Fatal("the newest body was dropped")
@@ -28,23 +35,54 @@ func TestBodyCacheStaysWithinBudget(t *testing.T) {
 	if _, _, ok := c.Get("0"); ok {
 		t.Fatal("the oldest body survived 1000 puts into a 64-body budget")
 	}
-	c.Put("huge", make([]byte, c.limit))
+	c.Put("huge", make([]byte, c.writtenLimit))
 	if _, _, ok := c.Get("huge"); ok {
 		t.Fatal("a body over an eighth of the budget was cached")
 	}
 }
 
-// A hit in the old generation moves the body to the new one, so a body
-// read often survives turnover.
+// A consumer draining a backlog reads each body in the order it was
+// written, once for its claim and once more for its ack: every body that
+// fits in the written part is there when its claim comes, and the ack of a
+// body read back finds it in the read part. A single LRU missed every claim
+// of this backlog (each hit and each fill pushed out the next bodies due).
+func TestBodyCacheDrainsABacklog(t *testing.T) {
+	t.Parallel()
+	const size = 1300 // a 1 KiB text in its message's JSON
+	for _, n := range []int{10_000, 20_000} {
+		c := New(DefaultBytes)
+		body := make([]byte, size)
+		for i := range n {
+			c.Put(fmt.Sprint(i), body)
+		}
+		claims, acks := 0, 0
+		for i := range n {
+			id := fmt.Sprint(i)
+			if _, gen, ok := c.Get(id); !ok {
+				claims++
+				c.PutIfCurrent(gen, id, body) // what the stores do after reading it
+			}
+			if _, _, ok := c.Get(id); !ok {
+				acks++
+			}
+		}
+		fits := min(n, DefaultBytes/size)
+		if claims != n-fits || acks != 0 {
+			t.Errorf("draining %d: %d claims and %d acks missed, want %d and 0", n, claims, acks, n-fits)
+		}
+	}
+}
+
+// A body read back often survives the turnover of other bodies read back.
 func TestBodyCacheKeepsWhatIsRead(t *testing.T) {
 	t.Parallel()
-	c := New(16 << 10)
-	body := make([]byte, 1024)
-	c.Put("hot", body)
+	c := New(16 << 10) // a read part of 4 KiB: 512-byte bodies at most
+	body := make([]byte, 256)
+	c.PutIfCurrent(c.gen, "hot", body)
 	for i := range 100 {
-		c.Put(fmt.Sprint(i), body)
+		c.PutIfCurrent(c.gen, fmt.Sprint(i), body)
 		if _, _, ok := c.Get("hot"); !ok {
-			t.Fatalf("a body read after every put was dropped at put %d", i)
+			t.Fatalf("a body read after every fill was dropped at fill %d", i)
 		}
 	}
 }
@@ -57,6 +95,16 @@ func TestBodyCacheFillAfterForgetIsDropped(t *testing.T) {
 	c.PutIfCurrent(gen, "m", []byte("old"))
 	if _, _, ok := c.Get("m"); ok {
 		t.Fatal("a body read before retention deleted it was cached after")
+	}
+	c.Put("w", []byte("W"))
+	c.PutIfCurrent(c.gen, "r", []byte("R"))
+	c.ForgetAll()
+	if found, _, _ := c.GetMany([]string{"w", "r"}); len(found) != 0 {
+		t.Fatalf("ForgetAll kept %q", found)
+	}
+	c.Put("w2", []byte("W2")) // the written part works on after it
+	if b, _, ok := c.Get("w2"); !ok || string(b) != "W2" {
+		t.Fatalf("a put after ForgetAll: %q, %v", b, ok)
 	}
 }
 
