@@ -66,7 +66,7 @@ func TestBodyCacheDrainsABacklog(t *testing.T) {
 				acks++
 			}
 		}
-		fits := min(n, DefaultBytes/size)
+		fits := min(n, c.writtenLimit/size)
 		if claims != n-fits || acks != 0 {
 			t.Errorf("draining %d: %d claims and %d acks missed, want %d and 0", n, claims, acks, n-fits)
 		}
@@ -76,7 +76,7 @@ func TestBodyCacheDrainsABacklog(t *testing.T) {
 // A body read back often survives the turnover of other bodies read back.
 func TestBodyCacheKeepsWhatIsRead(t *testing.T) {
 	t.Parallel()
-	c := New(16 << 10) // a read part of 4 KiB: 512-byte bodies at most
+	c := New(16 << 10) // a read part of 2 KiB: 256-byte bodies at most
 	body := make([]byte, 256)
 	c.PutIfCurrent(c.gen, "hot", body)
 	for i := range 100 {
