@@ -55,7 +55,8 @@ type Cache struct {
 	gen uint64 // bumped by ForgetAll; see package lookup for why
 }
 
-// DefaultBytes is the default budget over both parts: 14 MiB of bodies
+// DefaultBytes is the default budget over both parts (of body bytes; an
+// entry's id and map slot add about 150 bytes): 14 MiB of bodies
 // written (the last ~11,000 messages of 1.3 KB) and 2 MiB read back.
 // Bodies are most of the cache's memory, and at GOGC=100 every byte kept
 // live raises the heap's peak by about two: a budget of 20 MiB put the
@@ -113,7 +114,7 @@ func (c *Cache) get(id string) ([]byte, bool) {
 func (c *Cache) Put(id string, body []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(body) > c.writtenLimit/8 { // one huge body must not flush everything else
+	if len(body) == 0 || len(body) > c.writtenLimit/8 { // one huge body must not flush everything else
 		return
 	}
 	if _, ok := c.written[id]; ok {
@@ -126,8 +127,9 @@ func (c *Cache) Put(id string, body []byte) {
 		c.head++
 	}
 	if c.head > len(c.queue)/2 { // reuse the slice's front once half of it is spent
-		c.queue = append(c.queue[:0], c.queue[c.head:]...)
-		c.head = 0
+		n := copy(c.queue, c.queue[c.head:])
+		clear(c.queue[n:])
+		c.queue, c.head = c.queue[:n], 0
 	}
 	c.written[id] = body
 	c.queue = append(c.queue, id)
@@ -145,7 +147,10 @@ func (c *Cache) PutIfCurrent(gen uint64, id string, body []byte) {
 }
 
 func (c *Cache) addRead(id string, body []byte) {
-	if len(body) > c.readLimit/8 {
+	// Up to half of the part, alone in its generation: a message of the
+	// default size limit (1 MiB) that a group's members read on a node
+	// that did not write it is read from the database once.
+	if len(body) == 0 || len(body) > c.readLimit/2 {
 		return
 	}
 	if _, ok := c.cur[id]; ok {
@@ -167,10 +172,7 @@ func (c *Cache) ForgetAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	clear(c.written)
-	clear(c.queue)
-	c.queue, c.head, c.writtenBytes = c.queue[:0], 0, 0
-	clear(c.cur)
-	clear(c.old)
-	c.curBytes = 0
+	// New maps rather than clear: a map keeps the buckets of its peak.
+	c.written, c.queue, c.head, c.writtenBytes = map[string][]byte{}, nil, 0, 0
+	c.cur, c.old, c.curBytes = map[string][]byte{}, map[string][]byte{}, 0
 }

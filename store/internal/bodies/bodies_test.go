@@ -33,7 +33,7 @@ func TestBodyCacheStaysWithinBudget(t *testing.T) {
 		t.Fatal("the newest body was dropped")
 	}
 	if _, _, ok := c.Get("0"); ok {
-		t.Fatal("the oldest body survived 1000 puts into a 64-body budget")
+		t.Fatal("the oldest body survived 1000 puts into a 56-body budget")
 	}
 	c.Put("huge", make([]byte, c.writtenLimit))
 	if _, _, ok := c.Get("huge"); ok {
@@ -70,6 +70,72 @@ func TestBodyCacheDrainsABacklog(t *testing.T) {
 		if claims != n-fits || acks != 0 {
 			t.Errorf("draining %d: %d claims and %d acks missed, want %d and 0", n, claims, acks, n-fits)
 		}
+	}
+}
+
+// A consumer a little behind its producers: each step writes one body and
+// drains the oldest, read twice. Nothing is missed while the backlog fits;
+// a cache that moved a body to the back on a hit would evict the next ones
+// due and miss nearly all of them.
+func TestBodyCacheFollowsAProducer(t *testing.T) {
+	t.Parallel()
+	c := New(1 << 20)
+	body := make([]byte, 1000)
+	backlog := c.writtenLimit/len(body) - 100
+	next, due := 0, 0
+	put := func() { c.Put(fmt.Sprint(next), body); next++ }
+	for range backlog {
+		put()
+	}
+	missed := 0
+	for range 20_000 {
+		put()
+		for range 2 {
+			if _, _, ok := c.Get(fmt.Sprint(due)); !ok {
+				missed++
+			}
+		}
+		due++
+	}
+	if missed != 0 {
+		t.Fatalf("%d of 40,000 reads missed with a backlog of %d bodies in a budget of %d", missed, backlog, c.writtenLimit/len(body))
+	}
+}
+
+// The queue of written ids is compacted as it goes: its slice stays within
+// a small multiple of the bodies held, however many went through.
+func TestBodyCacheQueueStaysSmall(t *testing.T) {
+	t.Parallel()
+	c := New(64 << 10)
+	body := make([]byte, 1024)
+	for i := range 200_000 {
+		c.Put(fmt.Sprint(i), body)
+	}
+	if held := len(c.written); cap(c.queue) > 4*held+16 {
+		t.Fatalf("queue capacity %d for %d bodies held", cap(c.queue), held)
+	}
+}
+
+// Empty bodies (a message referred to but never given) are not cached, so
+// they cannot pile up at no cost to the budget; a body of the default size
+// limit read back is.
+func TestBodyCacheSizes(t *testing.T) {
+	t.Parallel()
+	c := New(DefaultBytes)
+	c.Put("empty", []byte{})
+	c.PutIfCurrent(c.gen, "empty2", nil)
+	if found, _, _ := c.GetMany([]string{"empty", "empty2"}); len(found) != 0 {
+		t.Fatalf("empty bodies cached: %q", found)
+	}
+	big := make([]byte, 1<<20)
+	c.PutIfCurrent(c.gen, "big", big)
+	if _, _, ok := c.Get("big"); !ok {
+		t.Fatal("a 1 MiB body read back was not cached")
+	}
+	c.Put("w", []byte("W"))
+	c.Put("w", []byte("W"))
+	if c.writtenBytes != 1 || len(c.queue)-c.head != 1 {
+		t.Fatalf("a body put twice is held as %d bytes, %d queued", c.writtenBytes, len(c.queue)-c.head)
 	}
 }
 
