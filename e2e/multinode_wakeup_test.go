@@ -17,8 +17,14 @@ import (
 // returns within 100 ms of the 200 of a post_send made through node B. The
 // lag is measured from B's answer to A's answer, and asserted on each of 5
 // rounds (not on a median).
+//
+// Not parallel: it is the one test here that bounds a latency from above,
+// and on two cores the package's parallel tests (servers started, killed
+// and replayed) delay a woken claimer's goroutines by more than the bound
+// (a CI run with other tests beside it: median 15 ms, max 136 ms, against
+// 2-6 ms alone). Run before the parallel ones, it measures the wake-up, not the
+// scheduler's queue.
 func TestMultiNodeWakeup(t *testing.T) {
-	t.Parallel()
 	const (
 		rounds  = 5
 		maxLag  = 100 * time.Millisecond
