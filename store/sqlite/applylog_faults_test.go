@@ -34,10 +34,7 @@ func TestLostTransactionKeepsLoggedSends(t *testing.T) {
 	if !s.uncommitted.Load() {
 		t.Fatal("the sends were committed already: the test loses nothing")
 	}
-	err := s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
-		tx.Exec("ROLLBACK") //nolint:errcheck // the point: the shared transaction is gone
-		return model.Conflict("x", "rolled everything back")
-	})
+	err := s.write(ctx, breakTx)
 	if !errors.Is(err, model.ErrConflict) {
 		t.Fatalf("the breaking write: %v", err)
 	}
@@ -152,10 +149,7 @@ func TestRecoverReplaysWhatWasLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	*p = *sendPlan(2, "did:c", []string{"did:d"}, 2) // reused by the caller
-	if err := s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
-		tx.Exec("ROLLBACK") //nolint:errcheck // the point: the shared transaction is gone
-		return model.Conflict("x", "rolled everything back")
-	}); !errors.Is(err, model.ErrConflict) {
+	if err := s.write(ctx, breakTx); !errors.Is(err, model.ErrConflict) {
 		t.Fatalf("the breaking write: %v", err)
 	}
 	if err := s.settle(ctx); err != nil {

@@ -30,6 +30,22 @@ func openTest(t *testing.T) (*Store, string) {
 	return s, path
 }
 
+// holdWriter blocks the writer with a write that waits for release, so
+// the writes queued meanwhile run as one group.
+func holdWriter(ctx context.Context, s *Store) (release func()) {
+	hold, started := make(chan struct{}), make(chan struct{})
+	go s.write(ctx, func(context.Context, *sql.Tx) error { close(started); <-hold; return nil }) //nolint:errcheck
+	<-started
+	return func() { close(hold) }
+}
+
+// breakTx is a write that rolls the writer's shared transaction back and
+// fails, taking the rest of its group down with it.
+func breakTx(_ context.Context, tx *sql.Tx) error {
+	tx.Exec("ROLLBACK") //nolint:errcheck // the point: the shared transaction is gone
+	return model.Conflict("x", "rolled the shared transaction back")
+}
+
 func rec(owner string, box model.BoxKind, msg, thread string, sortKey int64, tags ...string) model.Record {
 	return model.Record{
 		RecordID: model.RecordID(owner, box, msg, ""), Owner: owner, BoxKind: box, MsgID: msg,
@@ -401,14 +417,7 @@ func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
-	release := make(chan struct{})
-	started := make(chan struct{})
-	go s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
-		close(started)
-		<-release
-		return nil
-	})
-	<-started
+	release := holdWriter(ctx, s)
 	const n = 24
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -435,7 +444,7 @@ func TestGroupCommit(t *testing.T) {
 	s.onGroup = func(size int) { groups = append(groups, size) }
 	// Give every writer time to block on the queue before the group forms.
 	time.Sleep(200 * time.Millisecond)
-	close(release)
+	release()
 	wg.Wait()
 	t.Logf("groups: %v", groups)
 	if len(groups) == 0 || groups[0] < 2 {

@@ -26,13 +26,7 @@ func TestGroupApplyInsertsRecordsTogether(t *testing.T) {
 		t.Run(fmt.Sprintf("breakGroup=%v", breakGroup), func(t *testing.T) {
 			ctx := context.Background()
 			s, _ := openTest(t)
-			release, started := make(chan struct{}), make(chan struct{})
-			go s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
-				close(started)
-				<-release
-				return nil
-			})
-			<-started
+			release := holdWriter(ctx, s)
 
 			const n = 16
 			const alice, th = "did:test:alice", "chat:t"
@@ -74,16 +68,13 @@ func TestGroupApplyInsertsRecordsTogether(t *testing.T) {
 			})
 			if breakGroup {
 				wg.Go(func() {
-					s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
-						tx.Exec("ROLLBACK")
-						return model.Conflict("x", "broke the group")
-					})
+					s.write(ctx, breakTx) //nolint:errcheck // it fails: that is its point
 				})
 			}
 			var groups []int
 			s.onGroup = func(size int) { groups = append(groups, size) }
 			time.Sleep(200 * time.Millisecond) // every writer queued
-			close(release)
+			release()
 			wg.Wait()
 			if len(groups) == 0 || groups[0] < n {
 				t.Fatalf("no group of all writes formed: %v", groups)
@@ -169,9 +160,7 @@ func TestGroupWritesSeeEarlierApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	release, started := make(chan struct{}), make(chan struct{})
-	go s.write(ctx, func(_ context.Context, tx *sql.Tx) error { close(started); <-release; return nil })
-	<-started
+	release := holdWriter(ctx, s)
 	var groups []int
 	s.onGroup = func(n int) { groups = append(groups, n) }
 	carol, dave := rec("carol", model.Inbox, m, "", 1), rec("dave", model.Inbox, m2, "", 1)
@@ -204,7 +193,7 @@ func TestGroupWritesSeeEarlierApplies(t *testing.T) {
 		go func() { errs <- step() }()
 		time.Sleep(30 * time.Millisecond) // queue in this order
 	}
-	close(release)
+	release()
 	for range steps {
 		if err := <-errs; err != nil {
 			t.Fatal(err)

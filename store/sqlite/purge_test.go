@@ -140,10 +140,7 @@ func TestConsumerWritesInGroup(t *testing.T) {
 	groups := 0
 	s.onGroup = func(int) { groups++ }
 	// Block the writer so the next writes queue up and run as one group.
-	release := make(chan struct{})
-	started := make(chan struct{})
-	go s.write(ctx, func(context.Context, *sql.Tx) error { close(started); <-release; return nil }) //nolint:errcheck
-	<-started
+	release := holdWriter(ctx, s)
 	errs := make(chan error, 3)
 	go func() {
 		_, err := s.AdvanceConsumer(ctx, &store.ConsumerAdvance{Owner: "a", Name: "c", FromSourceSeq: 7, ToSourceSeq: 8,
@@ -159,7 +156,7 @@ func TestConsumerWritesInGroup(t *testing.T) {
 	// Give the writers time to queue so they run as one group (as
 	// TestGroupCommit does); the outcome must be the same either way.
 	time.Sleep(100 * time.Millisecond)
-	close(release)
+	release()
 	var conflicts, notFound, ok int
 	for range 3 {
 		switch err := <-errs; {

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -54,13 +53,7 @@ func TestThenRunsOnlyAfterItsWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			release, started := make(chan struct{}), make(chan struct{})
-			go s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
-				close(started)
-				<-release
-				return nil
-			})
-			<-started
+			release := holdWriter(ctx, s)
 			var good, bad store.Claimed
 			var goodErr, badErr error
 			var wg sync.WaitGroup
@@ -68,16 +61,13 @@ func TestThenRunsOnlyAfterItsWrite(t *testing.T) {
 			wg.Go(func() { _, bad, badErr = s.UpdateThenClaim(ctx, ack(recs[1], "not-L2"), claim("L4")) })
 			if breakGroup {
 				wg.Go(func() {
-					s.write(ctx, func(_ context.Context, tx *sql.Tx) error {
-						tx.Exec("ROLLBACK") //nolint:errcheck // the point: the shared transaction is gone
-						return model.Conflict("x", "broke the group")
-					})
+					s.write(ctx, breakTx) //nolint:errcheck // it fails: that is its point
 				})
 			}
 			var groups []int
 			s.onGroup = func(size int) { groups = append(groups, size) }
 			time.Sleep(200 * time.Millisecond) // every writer queued
-			close(release)
+			release()
 			wg.Wait()
 			want := 4 // two pairs
 			if breakGroup {
