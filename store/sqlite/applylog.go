@@ -108,7 +108,7 @@ func (w *loggedWrite) encode() ([]byte, error) {
 	var v any
 	switch {
 	case w.apply != nil:
-		kind, v = logApply, w.apply
+		return encodePlan(w.apply)
 	case w.claim != nil:
 		kind, v = logClaim, w.claim
 	default:
