@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 
@@ -28,17 +29,32 @@ func (c *checked) newRecord(owner string, box model.BoxKind, variant string, rou
 		SortKey:     sortKey,
 	}
 	if box.HasConversations() {
-		r.ThreadKey = c.threadKey(owner, box)
+		r.ThreadKey = c.threadKey(box)
 	}
 	if c.isGroup && box == model.Inbox {
-		r.Tags = []string{"group:" + c.msg.From}
+		if c.groupTag == "" {
+			c.groupTag = "group:" + c.msg.From
+		}
+		r.Tags = []string{c.groupTag}
 	}
 	return r
 }
 
 // threadKey groups records into conversations: an explicit topic first,
-// then the group, then the peer of a direct conversation.
-func (c *checked) threadKey(owner string, box model.BoxKind) string {
+// then the group, then the peer of a direct conversation. It depends on
+// the box only as far as OUTBOX or not, so it is worked out once for each.
+func (c *checked) threadKey(box model.BoxKind) string {
+	i := 0
+	if box == model.Outbox {
+		i = 1
+	}
+	if c.threads[i] == "" {
+		c.threads[i] = c.newThreadKey(box)
+	}
+	return c.threads[i]
+}
+
+func (c *checked) newThreadKey(box model.BoxKind) string {
 	m := c.msg
 	switch {
 	case m.Thread != nil && m.Thread.Topic != "":
@@ -118,6 +134,8 @@ func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *
 	if err != nil {
 		return err
 	}
+	p.Records = slices.Grow(p.Records, len(subs))
+	*delivered = slices.Grow(*delivered, len(subs))
 	for _, d := range subs {
 		switch {
 		case d == author:

@@ -28,6 +28,12 @@ type checked struct {
 	// delivery is the group's, when isGroup: read when the message is
 	// planned, so a delayed message follows the group as it is when due.
 	delivery model.GroupDelivery
+	// threads holds threadKey's answers, for OUTBOX and for the other
+	// boxes, and groupTag a group INBOX record's tag: a fan-out asks for
+	// them once per member, and they were a string each (a tenth of a big
+	// fan-out's plan, docs/benchmarks.md, nineteenth round).
+	threads  [2]string
+	groupTag string
 }
 
 func (s *Service) check(ctx context.Context, m *message.Message) (*checked, error) {
