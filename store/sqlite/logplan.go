@@ -11,7 +11,9 @@ import (
 // planHead is a plan without its records: the outer Records, nil and
 // omitted, hides the plan's own (a field less deep wins in encoding/json),
 // so every other field of store.Plan is encoded as json.Marshal would,
-// including any added later.
+// including any added later. It holds while Plan's records are encoded
+// under the name Records and Plan has no MarshalJSON of its own;
+// TestEncodePlanDecodesAsMarshal checks the payload names them once.
 type planHead struct {
 	*store.Plan
 	Records *struct{} `json:"Records,omitempty"`
@@ -33,7 +35,7 @@ func encodePlan(p *store.Plan) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: encode write for the apply log: %w", err)
 	}
-	// Room for the head and a record; after the first, for the rest.
+	// Room for the head and a record or two; a big plan's is sized below.
 	b := bytes.NewBuffer(make([]byte, 0, len(head)+len(`,"Records":[]}`)+512))
 	b.WriteByte(logApply)
 	b.Write(head[:len(head)-1]) // without its closing brace
@@ -47,25 +49,29 @@ func encodePlan(p *store.Plan) ([]byte, error) {
 	}
 	b.WriteByte('[')
 	enc := json.NewEncoder(b) // escapes as Marshal does; its newlines are whitespace
+	if n := len(p.Records); n > 16 {
+		// Size the buffer once rather than let it double its way up. The
+		// records of a plan are much alike, except the first, which is
+		// often the author's or the group's own: measure by the last.
+		var last bytes.Buffer
+		if err := json.NewEncoder(&last).Encode(&p.Records[n-1]); err != nil {
+			return nil, fmt.Errorf("sqlite: encode write for the apply log: %w", err)
+		}
+		b.Grow((last.Len() + 1) * n * 17 / 16)
+	}
 	for i := range p.Records {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		start := b.Len()
 		if err := enc.Encode(&p.Records[i]); err != nil {
 			return nil, fmt.Errorf("sqlite: encode write for the apply log: %w", err)
-		}
-		if i == 0 && len(p.Records) > 1 {
-			// Records of one plan are much alike: size the buffer once
-			// rather than let it double its way up.
-			b.Grow((b.Len() - start + 1) * (len(p.Records) - 1) * 9 / 8)
 		}
 	}
 	b.WriteString("]}")
 	out := b.Bytes()
 	if len(out) > 64<<10 && cap(out)-len(out) > len(out)/8 {
-		// The first record was shorter than most (m1 before m9999): the
-		// payload is kept until its commit, so keep it at its size.
+		// The records were not as alike as that: the payload is kept
+		// until its commit, so keep it at its size.
 		out = bytes.Clone(out)
 	}
 	return out, nil
