@@ -35,8 +35,8 @@ func encodePlan(p *store.Plan) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: encode write for the apply log: %w", err)
 	}
-	// Room for the head and a record or two; a big plan's is sized below.
-	b := bytes.NewBuffer(make([]byte, 0, len(head)+len(`,"Records":[]}`)+512))
+	// Room for the head and a few records; a big plan's is sized below.
+	b := bytes.NewBuffer(make([]byte, 0, len(head)+len(`,"Records":[]}`)+512*min(len(p.Records), 16)))
 	b.WriteByte(logApply)
 	b.Write(head[:len(head)-1]) // without its closing brace
 	if len(head) > len("{}") {

@@ -151,7 +151,7 @@ func TestEncodePlanLeavesOnlyItsPayload(t *testing.T) {
 func BenchmarkEncodePlan(b *testing.B) {
 	for _, n := range []int{1, 1000, 10_000} {
 		p := fanOutPlan(n)
-		b.Run(fmt.Sprintf("records=%d/encodePlan", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("members=%d/encodePlan", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := encodePlan(p); err != nil {
@@ -159,7 +159,7 @@ func BenchmarkEncodePlan(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("records=%d/json.Marshal", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("members=%d/json.Marshal", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				marshalPlan(b, p)
