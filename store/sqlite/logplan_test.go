@@ -142,7 +142,9 @@ func TestEncodePlanLeavesOnlyItsPayload(t *testing.T) {
 	if kept > payload*5/4 {
 		t.Errorf("encodePlan of %d bytes left %d bytes on the heap after a collection", payload, kept)
 	}
-	if allocated > payload*3/2 {
+	// Not under the race detector, whose sync.Pool drops what it is given
+	// at random: json.Encoder then allocates a new state for many records.
+	if allocated > payload*3/2 && !raceEnabled {
 		t.Errorf("encodePlan of %d bytes allocated %d bytes: its buffer was not sized once", payload, allocated)
 	}
 	t.Logf("payload %d bytes, %d on the heap after a collection, %d allocated", payload, kept, allocated)
