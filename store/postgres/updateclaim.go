@@ -12,7 +12,7 @@ import (
 	"github.com/msgcenter/msgcenter/store"
 )
 
-// UpdateThenClaim is a worker's ack and the claim of its next record in one
+// updateThenClaimAlone is a worker's ack and the claim of its next record in one
 // transaction, so one commit (one WAL flush) where the two calls make two,
 // in two round trips: BEGIN with the update, then, if the update matched,
 // the claim with COMMIT. The claim is a statement after the update's, so it
@@ -23,14 +23,14 @@ import (
 // calls run one after the other, each retried as always. A connection lost
 // during the COMMIT leaves the outcome unknown, as for any write whose
 // answer is lost, and is returned as the update's error.
-func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
-	rec, next, claimErr, done, err := s.updateClaimTx(ctx, u, &p)
+func (s *Store) updateThenClaimAlone(ctx context.Context, u *store.Update, p *store.ClaimParams) (model.Record, store.Claimed, error) {
+	rec, next, claimErr, done, err := s.updateClaimTx(ctx, u, p)
 	if !done {
-		if rec, err = s.Update(ctx, u); err != nil {
+		if rec, err = s.updateAlone(ctx, u); err != nil {
 			return rec, store.Claimed{}, err
 		}
 		var c store.Claimed
-		c.Record, c.Err = s.Claim(ctx, p)
+		c.Record, c.Err = s.claimAlone(ctx, p)
 		return rec, c, nil
 	}
 	if rec, err = s.updated(ctx, u, rec, err); err != nil {
@@ -97,14 +97,17 @@ func (s *Store) updateClaimTx(ctx context.Context, u *store.Update, p *store.Cla
 	br = conn.SendBatch(ctx, b)
 	next, cerr := scanRecord(br.QueryRow())
 	tag, err := br.Exec()
-	if closeErr := br.Close(); err == nil {
+	// Once the COMMIT's answer is read, what Close reports (a FATAL error
+	// as the session ends) came after it.
+	committed := err == nil && tag.String() == "COMMIT"
+	if closeErr := br.Close(); err == nil && !committed {
 		err = closeErr
 	}
-	committed := err == nil && tag.String() == "COMMIT"
 	claimFailed := cerr != nil && !errors.Is(cerr, pgx.ErrNoRows)
-	// The server's own answer (a PgError) is definite; anything else (a
-	// broken connection, a cancelled context) leaves it open whether the
-	// COMMIT happened.
+	// The server's refusal of the claim or of the COMMIT is definite;
+	// anything else (a broken connection, a cancelled context, a FATAL
+	// error as the session ends) leaves it open whether the COMMIT
+	// happened.
 	definite := func(e error) bool {
 		var pe *pgconn.PgError
 		return errors.As(e, &pe)
@@ -119,7 +122,7 @@ func (s *Store) updateClaimTx(ctx context.Context, u *store.Update, p *store.Cla
 			next = model.Record{} // nothing was claimable
 		}
 		return rec, next, nil, true, nil
-	case (claimFailed && definite(cerr)) || definite(err) || err == nil:
+	case (claimFailed && definite(cerr)) || refused(err) || err == nil:
 		// Refused (err == nil: the COMMIT answered ROLLBACK, after a
 		// failed claim): nothing is committed.
 		end()
