@@ -77,8 +77,6 @@ type Store struct {
 	events eventHorizon
 	// group batches concurrent Applys into shared transactions (group.go).
 	group *grouper
-	// changes batches concurrent claims and state changes (changes.go).
-	changes *changer
 	// tokens remembers the identities Token found, for tokenTTL: every
 	// request names its token, and the lookup was a round trip per
 	// request. Other nodes' writes cannot be heard here, so a token
@@ -126,7 +124,6 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		tokens: lookup.Cache[model.Identity]{TTL: tokenTTL}, bodies: bodies.New(bodies.DefaultBytes)}
 	s.contacts.setClock(nil)
 	s.group = newGrouper(s, groupWriters(pool.Config().MaxConns))
-	s.changes = newChanger(s, groupWriters(pool.Config().MaxConns))
 	return s, nil
 }
 
@@ -164,7 +161,6 @@ func newPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 // Close releases every connection of the pool, waiting for the ones in use.
 func (s *Store) Close() error {
 	s.group.close()
-	s.changes.close()
 	s.pool.Close()
 	return nil
 }

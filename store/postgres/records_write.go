@@ -281,25 +281,19 @@ var sqlClaim = `WITH c AS (
 		RETURNING *
 	)` + fmt.Sprintf(sqlChangeTail, "'"+model.EventRecordClaimed+"'", "'holder=' || $3::text", "$5", "$9", "$10", "$8", "$1")
 
-// claimAlone takes the first visible record in From of one box, in a
-// statement of its own (Claim groups it with others: changes.go).
-func (s *Store) claimAlone(ctx context.Context, p *store.ClaimParams) (model.Record, error) {
+// Claim takes the first visible record in From of one box.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (model.Record, error) {
 	var rec model.Record
 	err := retry(ctx, s.log, func() error {
 		var err error
-		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlClaim, claimArgs(p)...))
+		rec, err = scanRecord(s.pool.QueryRow(ctx, sqlClaim, claimArgs(&p)...))
 		return err
 	})
-	return claimed(rec, err)
-}
-
-// claimed is a claim's outcome from its statement's rec and err.
-func claimed(rec model.Record, err error) (model.Record, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return model.Record{}, model.NotFound("claimable record")
+		return rec, model.NotFound("claimable record")
 	}
 	if err != nil {
-		return model.Record{}, fail("claim", err)
+		return rec, fail("claim", err)
 	}
 	return rec, nil
 }
@@ -324,9 +318,8 @@ var sqlUpdate = `WITH c AS (
 		RETURNING *
 	)` + fmt.Sprintf(sqlChangeTail, "$18", "$19", "$14", "$20", "$21", "$16", "$1")
 
-// updateAlone is a compare-and-set on one record's state (and lease), in a
-// statement of its own (Update groups it with others: changes.go).
-func (s *Store) updateAlone(ctx context.Context, u *store.Update) (model.Record, error) {
+// Update is a compare-and-set on one record's state (and lease).
+func (s *Store) Update(ctx context.Context, u *store.Update) (model.Record, error) {
 	var rec model.Record
 	err := retry(ctx, s.log, func() error {
 		var err error

@@ -12,7 +12,7 @@ import (
 	"github.com/msgcenter/msgcenter/store"
 )
 
-// updateThenClaimAlone is a worker's ack and the claim of its next record in one
+// UpdateThenClaim is a worker's ack and the claim of its next record in one
 // transaction, so one commit (one WAL flush) where the two calls make two,
 // in two round trips: BEGIN with the update, then, if the update matched,
 // the claim with COMMIT. The claim is a statement after the update's, so it
@@ -23,14 +23,14 @@ import (
 // calls run one after the other, each retried as always. A connection lost
 // during the COMMIT leaves the outcome unknown, as for any write whose
 // answer is lost, and is returned as the update's error.
-func (s *Store) updateThenClaimAlone(ctx context.Context, u *store.Update, p *store.ClaimParams) (model.Record, store.Claimed, error) {
-	rec, next, claimErr, done, err := s.updateClaimTx(ctx, u, p)
+func (s *Store) UpdateThenClaim(ctx context.Context, u *store.Update, p store.ClaimParams) (model.Record, store.Claimed, error) {
+	rec, next, claimErr, done, err := s.updateClaimTx(ctx, u, &p)
 	if !done {
-		if rec, err = s.updateAlone(ctx, u); err != nil {
+		if rec, err = s.Update(ctx, u); err != nil {
 			return rec, store.Claimed{}, err
 		}
 		var c store.Claimed
-		c.Record, c.Err = s.claimAlone(ctx, p)
+		c.Record, c.Err = s.Claim(ctx, p)
 		return rec, c, nil
 	}
 	if rec, err = s.updated(ctx, u, rec, err); err != nil {
@@ -111,6 +111,10 @@ func (s *Store) updateClaimTx(ctx context.Context, u *store.Update, p *store.Cla
 	definite := func(e error) bool {
 		var pe *pgconn.PgError
 		return errors.As(e, &pe)
+	}
+	refused := func(e error) bool {
+		var pe *pgconn.PgError
+		return errors.As(e, &pe) && pe.Severity == "ERROR"
 	}
 	switch {
 	case committed && claimFailed:

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -10,11 +11,12 @@ import (
 	"testing"
 
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
 	"github.com/msgcenter/msgcenter/store/postgres"
 )
 
 // fatalProxy forwards a client's connections to the server. Once armed, it
-// lets pass commits COMMITs, then, right after the next one's answer,
+// lets pass `commits` COMMITs, then, right after the next one's answer,
 // sends FATAL 57P01 and closes the connection: what a backend terminated
 // during its COMMIT sends (PostgresMain checks for interrupts after it
 // answered, before ReadyForQuery).
@@ -83,11 +85,14 @@ func (p *fatalProxy) handle(c net.Conn) {
 	}
 }
 
-// TestChangeGroupCommittedBeforeItsSessionEnded: the server answers a
-// group's COMMIT and then ends the session (FATAL). The group committed,
-// so its calls report their outcomes, and none is made a second time:
-// every record a claim took is one a claim returned.
-func TestChangeGroupCommittedBeforeItsSessionEnded(t *testing.T) {
+// TestAckWithNextStandsWhenItsSessionEndsAfterCommit: the server answers
+// the COMMIT of an ack with its next claim and then ends the session
+// (FATAL 57P01, as when a backend is terminated during its COMMIT). Both
+// are committed, so both are reported, and neither is made again: pgx's
+// Close reports the FATAL after the COMMIT's answer was read, and taking
+// that for a refusal ran the ack again alone, which then failed as a
+// conflict with itself.
+func TestAckWithNextStandsWhenItsSessionEndsAfterCommit(t *testing.T) {
 	schema := newSchema(t)
 	u, err := url.Parse(testURL(t))
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
@@ -102,57 +107,36 @@ func TestChangeGroupCommittedBeforeItsSessionEnded(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	ctx := t.Context()
 	const owner = "did:test:fatal"
-	recs := inbox(t, s, owner, 8)
-	h := holdChanges(t, s)
-	held, err := s.Claim(ctx, claimAs(owner, owner, "L0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	p.commits.Store(1) // the held call's own transaction
-	p.armed.Store(true)
-	var got [3]model.Record
-	var errs [4]error
-	h.queue(t, s,
-		func() { got[0], errs[0] = s.Claim(ctx, claimAs(owner, owner, "B")) },
-		func() { got[1], errs[1] = s.Claim(ctx, claimAs(owner, owner, "C1")) },
-		func() { got[2], errs[2] = s.Claim(ctx, claimAs(owner, owner, "C2")) },
-		func() { _, errs[3] = s.Update(ctx, ackOf(held, "L0")) },
-	)
-	if p.fired.Load() != 1 {
-		t.Fatalf("the proxy ended %d sessions after a COMMIT, want 1 (batches %v)", p.fired.Load(), h.batches())
-	}
-	if groups, grouped, _ := postgres.ChangeGroups(s); groups != 1 || grouped != 3 {
-		t.Fatalf("%d groups carried %d calls (batches %v); want the three queued calls in one", groups, grouped, h.batches())
-	}
-	returned := map[string]bool{}
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-	}
-	for _, r := range got {
-		returned[r.RecordID] = true
-	}
-	reading := 0
-	for _, r := range recs {
-		cur, err := s.GetRecord(ctx, r.RecordID)
+	var recs []model.Record
+	for i := range 3 {
+		res, err := s.Apply(ctx, plan(fmt.Sprintf("fatal-%d", i), owner, model.Inbox, int64(1000+i)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch {
-		case r.RecordID == held.RecordID:
-			if cur.State != model.Readed {
-				t.Fatalf("the acked record is %s", cur.State)
-			}
-		case cur.State == model.Reading:
-			reading++
-			if !returned[cur.RecordID] {
-				t.Fatalf("record %s was claimed (lease %+v) by no claim that returned it", cur.RecordID, cur.Lease)
-			}
-		}
+		recs = append(recs, res.Created...)
 	}
-	if reading != len(got) {
-		t.Fatalf("%d records claimed, %d claims returned", reading, len(got))
+	claim := func(lease string) store.ClaimParams {
+		return store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread, To: model.Reading,
+			NowMS: 2000, LeaseID: lease, Holder: owner, LeaseUntilMS: 60_000}
+	}
+	held, err := s.Claim(ctx, claim("L1"))
+	if err != nil || held.RecordID != recs[0].RecordID {
+		t.Fatalf("first claim: %+v, %v", held, err)
+	}
+
+	p.armed.Store(true)
+	ack := &store.Update{RecordID: held.RecordID, From: model.Reading, ExpectLeaseID: "L1", To: model.Readed, NowMS: 2100}
+	rec, next, err := s.UpdateThenClaim(ctx, ack, claim("L2"))
+	if p.fired.Load() != 1 {
+		t.Fatalf("the proxy ended %d sessions after a COMMIT, want 1", p.fired.Load())
+	}
+	if err != nil || rec.State != model.Readed || next.Err != nil || next.Record.RecordID != recs[1].RecordID {
+		t.Fatalf("UpdateThenClaim = %+v, %+v, %v; want the ack and the claim of the second record", rec, next, err)
+	}
+	for i, want := range []model.State{model.Readed, model.Reading, model.Unread} {
+		got, err := s.GetRecord(ctx, recs[i].RecordID)
+		if err != nil || got.State != want {
+			t.Fatalf("record %d: %s, %v; want %s", i+1, got.State, err, want)
+		}
 	}
 }
