@@ -140,3 +140,30 @@ func TestAckWithNextStandsWhenItsSessionEndsAfterCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestSendStandsWhenItsSessionEndsAfterCommit: the server answers the
+// COMMIT of a send and then ends the session (FATAL 57P01). The send is
+// in, and reported as it happened: its record created, not found
+// existing by a second write of the same plan.
+func TestSendStandsWhenItsSessionEndsAfterCommit(t *testing.T) {
+	schema := newSchema(t)
+	u, err := url.Parse(testURL(t))
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Skipf("%s is not a postgres:// URL, which this test routes through a proxy", "MSGCENTER_TEST_POSTGRES_URL")
+	}
+	p := startFatalProxy(t, u.Host)
+	u.Host = p.ln.Addr().String()
+	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	p.armed.Store(true)
+	res, err := s.Apply(t.Context(), plan("fatal-send", "did:test:fatal", model.Inbox, 1000))
+	if p.fired.Load() != 1 {
+		t.Fatalf("the proxy ended %d sessions after a COMMIT, want 1", p.fired.Load())
+	}
+	if err != nil || len(res.Created) != 1 || len(res.Existing) != 0 {
+		t.Fatalf("Apply = %+v, %v; want its record created", res, err)
+	}
+}
