@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"bufio"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -28,13 +27,20 @@ type fatalProxy struct {
 	fired   atomic.Int32
 }
 
-func startFatalProxy(t *testing.T, upstream string) *fatalProxy {
+// openThroughFatalProxy opens a store in a schema of its own whose
+// connections go through a fatalProxy.
+func openThroughFatalProxy(t *testing.T) (*postgres.Store, *fatalProxy) {
 	t.Helper()
+	schema := newSchema(t)
+	u, err := url.Parse(testURL(t))
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Skipf("%s is not a postgres:// URL, which this test routes through a proxy", "MSGCENTER_TEST_POSTGRES_URL")
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &fatalProxy{ln: ln, up: upstream}
+	p := &fatalProxy{ln: ln, up: u.Host}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -45,7 +51,13 @@ func startFatalProxy(t *testing.T, upstream string) *fatalProxy {
 			go p.handle(c)
 		}
 	}()
-	return p
+	u.Host = ln.Addr().String()
+	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, p
 }
 
 func (p *fatalProxy) handle(c net.Conn) {
@@ -93,36 +105,9 @@ func (p *fatalProxy) handle(c net.Conn) {
 // that for a refusal ran the ack again alone, which then failed as a
 // conflict with itself.
 func TestAckWithNextStandsWhenItsSessionEndsAfterCommit(t *testing.T) {
-	schema := newSchema(t)
-	u, err := url.Parse(testURL(t))
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Skipf("%s is not a postgres:// URL, which this test routes through a proxy", "MSGCENTER_TEST_POSTGRES_URL")
-	}
-	p := startFatalProxy(t, u.Host)
-	u.Host = p.ln.Addr().String()
-	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, p := openThroughFatalProxy(t)
 	ctx := t.Context()
-	const owner = "did:test:fatal"
-	var recs []model.Record
-	for i := range 3 {
-		res, err := s.Apply(ctx, plan(fmt.Sprintf("fatal-%d", i), owner, model.Inbox, int64(1000+i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, res.Created...)
-	}
-	claim := func(lease string) store.ClaimParams {
-		return store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread, To: model.Reading,
-			NowMS: 2000, LeaseID: lease, Holder: owner, LeaseUntilMS: 60_000}
-	}
-	held, err := s.Claim(ctx, claim("L1"))
-	if err != nil || held.RecordID != recs[0].RecordID {
-		t.Fatalf("first claim: %+v, %v", held, err)
-	}
+	recs, held, claim := heldInbox(t, s, "did:test:fatal", "fatal-1", "fatal-2", "fatal-3")
 
 	p.armed.Store(true)
 	ack := &store.Update{RecordID: held.RecordID, From: model.Reading, ExpectLeaseID: "L1", To: model.Readed, NowMS: 2100}
@@ -146,18 +131,7 @@ func TestAckWithNextStandsWhenItsSessionEndsAfterCommit(t *testing.T) {
 // in, and reported as it happened: its record created, not found
 // existing by a second write of the same plan.
 func TestSendStandsWhenItsSessionEndsAfterCommit(t *testing.T) {
-	schema := newSchema(t)
-	u, err := url.Parse(testURL(t))
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Skipf("%s is not a postgres:// URL, which this test routes through a proxy", "MSGCENTER_TEST_POSTGRES_URL")
-	}
-	p := startFatalProxy(t, u.Host)
-	u.Host = p.ln.Addr().String()
-	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, p := openThroughFatalProxy(t)
 	p.armed.Store(true)
 	res, err := s.Apply(t.Context(), plan("fatal-send", "did:test:fatal", model.Inbox, 1000))
 	if p.fired.Load() != 1 {

@@ -209,12 +209,8 @@ func (s *Store) applyAtOnce(reqs []*applyReq, queued []*queuedPlan) bool {
 		tag, err := br.Exec()
 		return err == nil && tag.String() == "COMMIT"
 	}()
-	// Once the COMMIT's answer is read, what Close reports (a FATAL error
-	// as the session ends) came after it: the plans are in, and writing
-	// them again would report their records as existing, not created.
-	if err := br.Close(); err != nil && ok {
-		s.log.Debug("postgres: one-trip group committed, then its connection failed", "err", err)
-	} else if err != nil || !ok {
+	closeErr := br.Close()
+	if !ok {
 		// The transaction is aborted (or never began); end it, so that
 		// the pool keeps the connection instead of closing it for being
 		// in a transaction. A broken connection fails here too, and the
@@ -223,6 +219,12 @@ func (s *Store) applyAtOnce(reqs []*applyReq, queued []*queuedPlan) bool {
 			s.log.Debug("postgres: rollback after a failed one-trip group", "err", err)
 		}
 		return false
+	}
+	if closeErr != nil {
+		// The COMMIT's answer was read, so what Close reports (a FATAL
+		// error as the session ends) came after it: the plans are in, and
+		// writing them again would report their records as existing.
+		s.log.Debug("postgres: one-trip group committed, then its connection failed", "err", closeErr)
 	}
 	for i, r := range reqs {
 		r.res, r.err = res[i], nil

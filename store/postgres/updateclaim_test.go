@@ -8,6 +8,7 @@ import (
 
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/postgres"
 )
 
 // TestAckStandsWhenItsNextClaimIsRefused: UpdateThenClaim's transaction
@@ -19,22 +20,7 @@ func TestAckStandsWhenItsNextClaimIsRefused(t *testing.T) {
 	s := openStore(t, schema)
 	ctx := t.Context()
 	const owner = "did:test:boom"
-	var recs []model.Record
-	for i, name := range []string{"refused-1", "refused-2"} {
-		res, err := s.Apply(ctx, plan(name, owner, model.Inbox, int64(1000+i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, res.Created...)
-	}
-	claim := func(lease string) store.ClaimParams {
-		return store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread, To: model.Reading,
-			NowMS: 2000, LeaseID: lease, Holder: owner, LeaseUntilMS: 60_000}
-	}
-	held, err := s.Claim(ctx, claim("L1"))
-	if err != nil || held.RecordID != recs[0].RecordID {
-		t.Fatalf("first claim: %+v, %v", held, err)
-	}
+	recs, held, claim := heldInbox(t, s, owner, "refused-1", "refused-2")
 	ddl := "CREATE FUNCTION " + pgx.Identifier{schema, "refuse_claims"}.Sanitize() + `() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'claims refused'; END $$;
 		CREATE TRIGGER refuse_claims BEFORE INSERT ON ` + pgx.Identifier{schema, "events"}.Sanitize() + `
@@ -70,4 +56,26 @@ func TestAckStandsWhenItsNextClaimIsRefused(t *testing.T) {
 	if states != 1 {
 		t.Fatalf("%d %s events for the acked record, want 1: %+v", states, model.EventRecordState, evs)
 	}
+}
+
+// heldInbox stores a message per name in owner's INBOX and claims the
+// first under lease L1. claim makes the params of a claim in that inbox.
+func heldInbox(t *testing.T, s *postgres.Store, owner string, names ...string) (recs []model.Record, held model.Record, claim func(lease string) store.ClaimParams) {
+	t.Helper()
+	for i, name := range names {
+		res, err := s.Apply(t.Context(), plan(name, owner, model.Inbox, int64(1000+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, res.Created...)
+	}
+	claim = func(lease string) store.ClaimParams {
+		return store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread, To: model.Reading,
+			NowMS: 2000, LeaseID: lease, Holder: owner, LeaseUntilMS: 60_000}
+	}
+	held, err := s.Claim(t.Context(), claim("L1"))
+	if err != nil || held.RecordID != recs[0].RecordID {
+		t.Fatalf("first claim: %+v, %v", held, err)
+	}
+	return recs, held, claim
 }
