@@ -1,12 +1,25 @@
 package postgres
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // Internals the external tests check against.
 const (
 	SQLInsertMsg   = sqlInsertMsg
 	TerminalStates = terminalStates
+	SQLGetRecord   = sqlGetRecord
 )
+
+// SQLUpdate and SQLClaim are Update's and Claim's statements.
+var SQLUpdate, SQLClaim = sqlUpdate, sqlClaim
+
+// Pool is the store's connection pool, whose connections carry the
+// store's session settings.
+func Pool(s *Store) *pgxpool.Pool { return s.pool }
 
 // SetEventWait changes how long ListEvents waits for event writers in
 // flight (eventWait).
@@ -23,3 +36,12 @@ func SetTokenClock(s *Store, now func() time.Time) { s.tokens.Now = now }
 // SetContactsClock replaces the clock of the store's memory of groups,
 // routes and blocks; call it before the store is used.
 func SetContactsClock(s *Store, now func() time.Time) { s.contacts.setClock(now) }
+
+// StopFolder stops the store's background folding of unread deltas, so a
+// test decides when they are folded (FoldUnread). Close stops it again
+// harmlessly.
+func StopFolder(s *Store) { s.folder.stop() }
+
+// FoldUnread runs one folding of unread deltas, as the background folder
+// does every foldEvery, and returns how many conversations it updated.
+func FoldUnread(ctx context.Context, s *Store) (int64, error) { return s.foldUnread(ctx) }

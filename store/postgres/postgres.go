@@ -77,6 +77,8 @@ type Store struct {
 	events eventHorizon
 	// group batches concurrent Applys into shared transactions (group.go).
 	group *grouper
+	// folder moves unread deltas into their conversations (unread.go).
+	folder *folder
 	// tokens remembers the identities Token found, for tokenTTL: every
 	// request names its token, and the lookup was a round trip per
 	// request. Other nodes' writes cannot be heard here, so a token
@@ -124,6 +126,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		tokens: lookup.Cache[model.Identity]{TTL: tokenTTL}, bodies: bodies.New(bodies.DefaultBytes)}
 	s.contacts.setClock(nil)
 	s.group = newGrouper(s, groupWriters(pool.Config().MaxConns))
+	s.folder = s.startFolder()
 	return s, nil
 }
 
@@ -145,6 +148,19 @@ func newPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "msgcenter"
 	}
+	// A plan made while a table is nearly empty reads it whole, which is
+	// cheapest then; a connection's prepared statement keeps that generic
+	// plan until the table's statistics change, on a new database up to
+	// autovacuum's first ANALYZE a minute or more later. Meanwhile every
+	// ack read the whole records table, and a queue filling from empty ran
+	// at a third of its rate (docs/benchmarks.md, twenty-first round).
+	// Every query here is meant to run on an index, so sequential scans are
+	// costed out: a plan no longer depends on how small its tables were
+	// when it was made. They still run where no index serves. A URL that
+	// sets enable_seqscan wins.
+	if _, set := cfg.ConnConfig.RuntimeParams["enable_seqscan"]; !set {
+		cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -160,6 +176,7 @@ func newPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 
 // Close releases every connection of the pool, waiting for the ones in use.
 func (s *Store) Close() error {
+	s.folder.stop()
 	s.group.close()
 	s.pool.Close()
 	return nil

@@ -89,8 +89,8 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 // ListConversations lists an owner's conversations, most recent first.
 func (s *Store) ListConversations(ctx context.Context, owner string, limit int) ([]model.Conversation, error) {
 	rows, err := s.pool.Query(ctx, `SELECT owner, thread_key, last_msg_id, last_record_id, last_box,
-			last_seq, unread_count, updated_at_ms
-		FROM conversations WHERE owner = $1
+			last_seq, `+sqlUnreadCount+`, updated_at_ms
+		FROM conversations v WHERE owner = $1
 		ORDER BY updated_at_ms DESC, thread_key LIMIT $2`, owner, limitOr(limit, defaultLimit))
 	if err != nil {
 		return nil, fail("list conversations", err)

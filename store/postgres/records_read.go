@@ -83,12 +83,13 @@ func (s *Store) queryRecords(ctx context.Context, what, query string, args ...an
 	return out, nil
 }
 
+// sqlGetRecord reads a record by its id ($1) or the id it had before ids
+// carried their message's locator ($2; bulk.go, legacyID).
+const sqlGetRecord = "SELECT " + recordCols + " FROM records WHERE record_id IN ($1, $2)"
+
 // GetRecord returns one record or model.ErrNotFound.
 func (s *Store) GetRecord(ctx context.Context, recordID string) (model.Record, error) {
-	// A record stored before ids carried their message's locator is found
-	// by the id the core derives for it now, too (bulk.go, legacyID).
-	r, err := scanRecord(s.pool.QueryRow(ctx, "SELECT "+recordCols+" FROM records WHERE record_id IN ($1, $2)",
-		recordID, legacyID(recordID)))
+	r, err := scanRecord(s.pool.QueryRow(ctx, sqlGetRecord, recordID, legacyID(recordID)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, model.NotFound("record")
 	}

@@ -253,7 +253,8 @@ func readLocks(br pgx.BatchResults, n int) error {
 // sqlChangeTail follows a CTE c that changed one record (RETURNING *): the
 // event and the conversation's unread delta ride in the same statement
 // (data-modifying CTEs), so Claim and Update are one round trip each and
-// atomic without an explicit transaction. Its fmt arguments are the SQL
+// atomic without an explicit transaction. The delta is appended, not added
+// to the conversation's row, which a send may hold (migration 0005). Its fmt arguments are the SQL
 // expressions (usually placeholders) for: 1 event type, 2 event detail,
 // 3 event time, 4 unread delta, 5 conversation box kinds (text[]),
 // 6 from state, 7 to state.
@@ -261,10 +262,9 @@ const sqlChangeTail = `, ev AS (
 		INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
 		SELECT %[1]s::text, owner, box, record_id, msg_id, %[6]s::text, %[7]s::text, %[3]s::bigint, %[2]s::text FROM c
 	), cv AS (
-		UPDATE conversations v SET unread_count = GREATEST(v.unread_count + %[4]s::bigint, 0)
-		FROM c
+		INSERT INTO conversation_unread (owner, thread_key, delta)
+		SELECT owner, thread_key, %[4]s::bigint FROM c
 		WHERE %[4]s::bigint <> 0 AND c.thread_key <> '' AND c.box = ANY(%[5]s::text[])
-			AND v.owner = c.owner AND v.thread_key = c.thread_key
 	)
 	SELECT ` + recordCols + ` FROM c`
 
@@ -307,14 +307,19 @@ func claimArgs(p *store.ClaimParams) []any {
 }
 
 // sqlUpdate is the compare-and-set: it matches nothing unless the record is
-// still in From (and holds the expected lease, when one is given).
+// still in From (and holds the expected lease, when one is given). The
+// state is compared as an expression no index serves (the state joined to
+// an empty string): a generic plan made while records held a few rows
+// otherwise walked records_box_state on that column alone, reading every
+// record in From of every box once the table had grown; now the record's
+// id is the only way in (TestGenericPlansUseIndexes).
 var sqlUpdate = `WITH c AS (
 		UPDATE records SET state = $1::text, attempts = $2::int, next_retry_at_ms = $3::bigint,
 			external_msg_id = $4::text, delivered_at_ms = $5::bigint, error_code = $6::text,
 			error_message = $7::text, retry_after_ms = $8::bigint, last_error = $9::text,
 			visible_at_ms = $10::bigint, lease_id = $11::text, lease_holder = $12::text,
 			lease_until_ms = $13::bigint, updated_at_ms = $14::bigint
-		WHERE record_id IN ($15::text, $22::text) AND state = $16::text AND ($17::text = '' OR lease_id = $17::text)
+		WHERE record_id IN ($15::text, $22::text) AND state || '' = $16::text AND ($17::text = '' OR lease_id = $17::text)
 		RETURNING *
 	)` + fmt.Sprintf(sqlChangeTail, "$18", "$19", "$14", "$20", "$21", "$16", "$1")
 

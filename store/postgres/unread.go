@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Conversation unread counts as a row plus appended deltas (migration
+// 0005). Sends add their new unread records to the conversation's row, as
+// they rewrite it anyway; a claim, ack or fail that changes the count
+// appends a delta row, so it takes no lock a send holds. Readers add the
+// two in one snapshot, and a folder on every node moves deltas into their
+// rows so that a conversation's deltas stay few.
+
+// sqlUnreadCount is conversation v's unread count: its row plus the deltas
+// not folded into it yet. Clamped at zero as the count always was.
+const sqlUnreadCount = `GREATEST(v.unread_count + COALESCE((SELECT sum(u.delta) FROM conversation_unread u
+		WHERE u.owner = v.owner AND u.thread_key = v.thread_key), 0), 0)::bigint`
+
+// sqlFoldUnread moves the deltas of up to $1 conversations into their
+// rows. It locks those rows with SKIP LOCKED, so it never waits for a send
+// (or another node's folder) and cannot deadlock with one; a row it skips
+// keeps its deltas for the next pass. Deltas are removed only with their
+// row locked, so each is added to the row exactly once, and a reader's
+// snapshot sees either the deltas or the row they went into, never both.
+// Deltas appended after this statement's snapshot are not removed.
+const sqlFoldUnread = `WITH pending AS (
+		SELECT DISTINCT owner, thread_key FROM conversation_unread LIMIT $1
+	), held AS (
+		SELECT v.owner, v.thread_key FROM conversations v
+		JOIN pending p ON p.owner = v.owner AND p.thread_key = v.thread_key
+		ORDER BY v.owner, v.thread_key
+		FOR UPDATE OF v SKIP LOCKED
+	), gone AS (
+		DELETE FROM conversation_unread u USING held h
+		WHERE u.owner = h.owner AND u.thread_key = h.thread_key
+		RETURNING u.owner, u.thread_key, u.delta
+	), sums AS (
+		SELECT owner, thread_key, sum(delta)::bigint AS delta FROM gone GROUP BY owner, thread_key
+	)
+	UPDATE conversations v SET unread_count = GREATEST(v.unread_count + s.delta, 0)
+	FROM sums s WHERE v.owner = s.owner AND v.thread_key = s.thread_key`
+
+const (
+	// foldEvery is how often a node folds deltas. An ack appends one row;
+	// at a few thousand acks a second a pass removes a few thousand rows.
+	foldEvery = time.Second
+	// foldBatch bounds the conversations of one statement, so that a pass
+	// after a long outage does not hold thousands of row locks at once.
+	foldBatch = 500
+	// foldPasses bounds the statements of one tick.
+	foldPasses = 20
+)
+
+// foldUnread folds pending deltas, a batch at a time, until a batch finds
+// less than a full one. It returns how many conversations it updated.
+func (s *Store) foldUnread(ctx context.Context) (int64, error) {
+	var total int64
+	for range foldPasses {
+		tag, err := s.pool.Exec(ctx, sqlFoldUnread, foldBatch)
+		if err != nil {
+			return total, fail("fold unread counts", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < foldBatch {
+			break
+		}
+	}
+	return total, nil
+}
+
+// folder runs foldUnread every foldEvery until stopped.
+type folder struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (s *Store) startFolder() *folder {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &folder{cancel: cancel}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		t := time.NewTicker(foldEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := s.foldUnread(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				// The deltas stay and are read as they are; the next
+				// tick tries again.
+				s.log.Warn("postgres: folding unread counts failed", slog.Any("err", err))
+			}
+		}
+	}()
+	return f
+}
+
+func (f *folder) stop() {
+	f.cancel()
+	f.wg.Wait()
+}

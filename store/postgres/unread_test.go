@@ -1,0 +1,144 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/postgres"
+)
+
+// threadInbox stores n unread inbox records of owner in one thread.
+func threadInbox(t *testing.T, s store.Store, owner, thread string, n int) {
+	t.Helper()
+	for i := range n {
+		p := plan(fmt.Sprintf("%s-%d", thread, i), owner, model.Inbox, int64(1000+i))
+		p.Records[0].ThreadKey = thread
+		if _, err := s.Apply(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readAll claims and acks n records of owner's inbox.
+func readAll(t *testing.T, s store.Store, owner string, n int) {
+	t.Helper()
+	for i := range n {
+		lease := fmt.Sprintf("L%d", i)
+		rec, err := s.Claim(t.Context(), store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread,
+			To: model.Reading, NowMS: 2000, LeaseID: lease, Holder: owner, LeaseUntilMS: 60_000})
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		if _, err := s.Update(t.Context(), &store.Update{RecordID: rec.RecordID, From: model.Reading,
+			ExpectLeaseID: lease, To: model.Readed, NowMS: 2100}); err != nil {
+			t.Fatalf("ack %d: %v", i, err)
+		}
+	}
+}
+
+func unreadOf(t *testing.T, s store.Store, owner, thread string) int64 {
+	t.Helper()
+	cs, err := s.ListConversations(t.Context(), owner, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.ThreadKey == thread {
+			return c.UnreadCount
+		}
+	}
+	t.Fatalf("no conversation %q among %+v", thread, cs)
+	return 0
+}
+
+// pendingDeltas counts the deltas not folded yet, and reads the row's own
+// count, as another session sees them.
+func pendingDeltas(t *testing.T, schema, owner, thread string) (deltas, row int64) {
+	t.Helper()
+	q := func(sql string) int64 {
+		var n int64
+		if err := adminPool(t).QueryRow(t.Context(), fmt.Sprintf(sql, pgx.Identifier{schema}.Sanitize()), owner, thread).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return n
+	}
+	return q(`SELECT count(*) FROM %s.conversation_unread WHERE owner = $1 AND thread_key = $2`),
+		q(`SELECT unread_count FROM %s.conversations WHERE owner = $1 AND thread_key = $2`)
+}
+
+// An ack appends a delta instead of updating the conversation's row, the
+// count read is exact before and after folding, and a fold skips (without
+// waiting for) a row another transaction holds.
+func TestUnreadDeltasFold(t *testing.T) {
+	schema := newSchema(t)
+	s := openStore(t, schema)
+	postgres.StopFolder(s)
+	const owner, thread = "did:test:fold", "chat:fold"
+	threadInbox(t, s, owner, thread, 5)
+	readAll(t, s, owner, 3)
+	if got := unreadOf(t, s, owner, thread); got != 2 {
+		t.Fatalf("unread after 3 of 5 read = %d, want 2", got)
+	}
+	if d, row := pendingDeltas(t, schema, owner, thread); d != 3 || row != 5 {
+		t.Fatalf("before folding: %d deltas, row %d; want 3 deltas on a row of 5", d, row)
+	}
+
+	// A send in flight holds the row: the fold passes over it.
+	tx := schemaTx(t, schema)
+	mustExec(t, tx, `SELECT 1 FROM conversations WHERE owner = $1 AND thread_key = $2 FOR UPDATE`, owner, thread)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	n, err := postgres.FoldUnread(ctx, s)
+	if err != nil || n != 0 {
+		t.Fatalf("fold with the row held = %d, %v; want 0 conversations and no wait", n, err)
+	}
+	if got := unreadOf(t, s, owner, thread); got != 2 {
+		t.Fatalf("unread with the row held = %d, want 2", got)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := postgres.FoldUnread(ctx, s); err != nil || n != 1 {
+		t.Fatalf("fold = %d, %v; want 1 conversation", n, err)
+	}
+	if d, row := pendingDeltas(t, schema, owner, thread); d != 0 || row != 2 {
+		t.Fatalf("after folding: %d deltas, row %d; want none on a row of 2", d, row)
+	}
+	if got := unreadOf(t, s, owner, thread); got != 2 {
+		t.Fatalf("unread after folding = %d, want 2", got)
+	}
+	readAll(t, s, owner, 2)
+	if got := unreadOf(t, s, owner, thread); got != 0 {
+		t.Fatalf("unread after all read = %d, want 0", got)
+	}
+}
+
+// The store folds on its own: a read inbox leaves no deltas behind.
+func TestUnreadDeltasFoldInTheBackground(t *testing.T) {
+	schema := newSchema(t)
+	s := openStore(t, schema)
+	const owner, thread = "did:test:bg", "chat:bg"
+	threadInbox(t, s, owner, thread, 4)
+	readAll(t, s, owner, 4)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, row := pendingDeltas(t, schema, owner, thread)
+		if d == 0 && row == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the acks: %d deltas left, row %d; want them folded into a row of 0", d, row)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := unreadOf(t, s, owner, thread); got != 0 {
+		t.Fatalf("unread = %d, want 0", got)
+	}
+}
