@@ -112,3 +112,36 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 		t.Errorf("with enable_seqscan=on in the URL, GetRecord's generic plan reaches records by %v; want the sequential scan this test guards against", got)
 	}
 }
+
+// Scans are costed out only where plans are kept: with prepared statements
+// (pgx's default), not when every statement is planned for its arguments,
+// as PgBouncer in transaction mode needs, where a SET would stay behind on
+// the pooler's connection for its next client.
+func TestSeqScansOffOnlyWithPreparedStatements(t *testing.T) {
+	schema := newSchema(t)
+	u, err := url.Parse(testURL(t))
+	if err != nil || u.Scheme == "" {
+		t.Skip("the test URL is not a postgres:// URL; cannot add default_query_exec_mode to it")
+	}
+	q := u.Query()
+	q.Set("default_query_exec_mode", "exec")
+	u.RawQuery = q.Encode()
+	exec, err := postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Close()
+	for _, c := range []struct {
+		name string
+		s    *postgres.Store
+		want string
+	}{{"prepared statements", openStore(t, schema), "off"}, {"default_query_exec_mode=exec", exec, "on"}} {
+		var got string
+		if err := postgres.Pool(c.s).QueryRow(t.Context(), "SHOW enable_seqscan").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("with %s, enable_seqscan is %s; want %s", c.name, got, c.want)
+		}
+	}
+}

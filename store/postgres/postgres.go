@@ -156,10 +156,19 @@ func newPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 	// at a third of its rate (docs/benchmarks.md, twenty-first round).
 	// Every query here is meant to run on an index, so sequential scans are
 	// costed out: a plan no longer depends on how small its tables were
-	// when it was made. They still run where no index serves. A URL that
-	// sets enable_seqscan wins.
-	if _, set := cfg.ConnConfig.RuntimeParams["enable_seqscan"]; !set {
-		cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+	// when it was made. They still run where no index serves, and the few
+	// queries that read whole tables allow them again (withSeqScans). Only
+	// prepared statements keep plans: in the other exec modes (PgBouncer in
+	// transaction mode needs one) every statement is planned for its
+	// arguments, and a SET would outlive this session on the pooler's
+	// connection. A SET after connecting, not a startup parameter, which
+	// PgBouncer refuses. A URL that sets enable_seqscan wins.
+	if _, set := cfg.ConnConfig.RuntimeParams["enable_seqscan"]; !set &&
+		cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SET enable_seqscan = off")
+			return err
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -226,6 +235,18 @@ func retry(ctx context.Context, log *slog.Logger, fn func() error) error {
 // so it must reset whatever it reports.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return retry(ctx, s.log, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+}
+
+// withSeqScans runs fn in a read-only transaction where sequential scans
+// are allowed (newPool costs them out): for the queries that read a whole
+// table, where a scan is the right plan at any size.
+func (s *Store) withSeqScans(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = on"); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // limitOr returns n, or def when the caller left the limit unset.

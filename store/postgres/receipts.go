@@ -67,20 +67,30 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 		q.b.WriteString(" WHERE " + strings.Join(conds, " AND "))
 	}
 	q.b.WriteString(" ORDER BY at_ms, msg_id, reader LIMIT " + q.arg(limitOr(f.Limit, defaultLimit)))
-	rows, err := s.pool.Query(ctx, q.b.String(), q.args...)
-	if err != nil {
-		return nil, fail("list receipts", err)
-	}
-	defer rows.Close()
 	out := []model.Receipt{}
-	for rows.Next() {
-		r, err := scanReceipt(rows)
+	list := func(db querier) error {
+		rows, err := db.Query(ctx, q.b.String(), q.args...)
 		if err != nil {
-			return nil, fail("list receipts", err)
+			return err
 		}
-		out = append(out, r)
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanReceipt(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
 	}
-	if err := rows.Err(); err != nil {
+	var err error
+	if len(conds) == 0 {
+		// Sorted by time, which no index is: a whole-table read.
+		err = s.withSeqScans(ctx, func(tx pgx.Tx) error { return list(tx) })
+	} else {
+		err = list(s.pool)
+	}
+	if err != nil {
 		return nil, fail("list receipts", err)
 	}
 	return out, nil

@@ -205,24 +205,24 @@ func (s *Store) Claimable(ctx context.Context, owner string, box model.BoxKind, 
 }
 
 // CountRecords counts records by box kind and state.
+// It reads the whole table, so it may scan it (withSeqScans).
 func (s *Store) CountRecords(ctx context.Context) ([]store.BoxStateCount, error) {
-	rows, err := s.pool.Query(ctx,
-		"SELECT box, state, COUNT(*) FROM records GROUP BY box, state ORDER BY box, state")
-	if err != nil {
-		return nil, fail("count records", err)
-	}
-	defer rows.Close()
 	out := []store.BoxStateCount{}
-	for rows.Next() {
+	err := s.withSeqScans(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT box, state, COUNT(*) FROM records GROUP BY box, state ORDER BY box, state")
+		if err != nil {
+			return err
+		}
 		var c store.BoxStateCount
 		var box, state string
-		if err := rows.Scan(&box, &state, &c.Count); err != nil {
-			return nil, fail("count records", err)
-		}
-		c.Box, c.State = model.BoxKind(box), model.State(state)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+		_, err = pgx.ForEachRow(rows, []any{&box, &state, &c.Count}, func() error {
+			c.Box, c.State = model.BoxKind(box), model.State(state)
+			out = append(out, c)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
 		return nil, fail("count records", err)
 	}
 	return out, nil

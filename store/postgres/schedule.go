@@ -126,7 +126,7 @@ func (s *Store) DueScheduled(ctx context.Context, p store.DueParams) ([]store.Sc
 		q.b.WriteString(" AND" + recipientFilter + q.arg(p.Recipient) + ")")
 	}
 	q.b.WriteString(" ORDER BY sc.due_at_ms, sc.sched_id LIMIT " + q.arg(limitOr(p.Limit, defaultLimit)))
-	out, _, err := s.querySchedule(ctx, schedPage(q.b.String(), false), false, q.args...)
+	out, _, err := querySchedule(ctx, s.pool, schedPage(q.b.String(), false), false, q.args...)
 	if err != nil {
 		return nil, fail("due scheduled", err)
 	}
@@ -143,17 +143,34 @@ func (s *Store) ListScheduled(ctx context.Context, recipient string, limit int) 
 		q.b.WriteString(" WHERE" + recipientFilter + q.arg(recipient) + ")")
 	}
 	q.b.WriteString(" ORDER BY sc.due_at_ms, sc.sched_id LIMIT " + q.arg(limitOr(limit, defaultLimit)))
-	out, total, err := s.querySchedule(ctx, schedPage(q.b.String(), true), true, q.args...)
+	var out []store.ScheduleEntry
+	var total int64
+	list := func(db querier) (err error) {
+		out, total, err = querySchedule(ctx, db, schedPage(q.b.String(), true), true, q.args...)
+		return err
+	}
+	var err error
+	if recipient == "" {
+		// The total counts every entry: a whole-table read.
+		err = s.withSeqScans(ctx, func(tx pgx.Tx) error { return list(tx) })
+	} else {
+		err = list(s.pool)
+	}
 	if err != nil {
 		return nil, 0, fail("list scheduled", err)
 	}
 	return out, total, nil
 }
 
+// querier is what pgxpool.Pool and pgx.Tx have in common for reads.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // querySchedule runs a schedPage query; withTotal says it also returns the
 // window count as its last column.
-func (s *Store) querySchedule(ctx context.Context, q string, withTotal bool, args ...any) ([]store.ScheduleEntry, int64, error) {
-	rows, err := s.pool.Query(ctx, q, args...)
+func querySchedule(ctx context.Context, db querier, q string, withTotal bool, args ...any) ([]store.ScheduleEntry, int64, error) {
+	rows, err := db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -23,16 +23,17 @@ const sqlUnreadCount = `GREATEST(v.unread_count + COALESCE((SELECT sum(u.delta) 
 // sqlFoldUnread moves the deltas of up to $1 conversations into their
 // rows. It locks those rows with SKIP LOCKED, so it never waits for a send
 // (or another node's folder) and cannot deadlock with one; a row it skips
-// keeps its deltas for the next pass. Deltas are removed only with their
-// row locked, so each is added to the row exactly once, and a reader's
-// snapshot sees either the deltas or the row they went into, never both.
-// Deltas appended after this statement's snapshot are not removed.
-const sqlFoldUnread = `WITH pending AS (
-		SELECT DISTINCT owner, thread_key FROM conversation_unread LIMIT $1
-	), held AS (
-		SELECT v.owner, v.thread_key FROM conversations v
-		JOIN pending p ON p.owner = v.owner AND p.thread_key = v.thread_key
-		ORDER BY v.owner, v.thread_key
+// keeps its deltas for the next pass, and does not count towards $1, so one
+// held row does not end a pass early nor do two nodes folding at once stop
+// each other. Deltas are removed only with their row locked, so each is
+// added to the row exactly once, and a reader's snapshot sees either the
+// deltas or the row they went into, never both. Deltas appended after this
+// statement's snapshot are not removed.
+const sqlFoldUnread = `WITH held AS (
+		SELECT v.owner, v.thread_key
+		FROM (SELECT DISTINCT owner, thread_key FROM conversation_unread) p
+		JOIN conversations v ON v.owner = p.owner AND v.thread_key = p.thread_key
+		LIMIT $1
 		FOR UPDATE OF v SKIP LOCKED
 	), gone AS (
 		DELETE FROM conversation_unread u USING held h
@@ -48,8 +49,8 @@ const (
 	// foldEvery is how often a node folds deltas. An ack appends one row;
 	// at a few thousand acks a second a pass removes a few thousand rows.
 	foldEvery = time.Second
-	// foldBatch bounds the conversations of one statement, so that a pass
-	// after a long outage does not hold thousands of row locks at once.
+	// foldBatch bounds the conversations of one statement: their rows stay
+	// locked until it commits, and a send to one of them waits that long.
 	foldBatch = 500
 	// foldPasses bounds the statements of one tick.
 	foldPasses = 20

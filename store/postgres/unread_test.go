@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,5 +141,141 @@ func TestUnreadDeltasFoldInTheBackground(t *testing.T) {
 	}
 	if got := unreadOf(t, s, owner, thread); got != 0 {
 		t.Fatalf("unread = %d, want 0", got)
+	}
+}
+
+// A row held by a send costs a fold that row only: the statement's batch
+// counts the rows it locked, so the rest of the pass goes on.
+func TestUnreadFoldPassesOverAHeldRow(t *testing.T) {
+	schema := newSchema(t)
+	s := openStore(t, schema)
+	postgres.StopFolder(s)
+	const owner = "did:test:many"
+	const n = 600 // more than one statement's batch
+	for i := range n {
+		threadInbox(t, s, owner, fmt.Sprintf("th%04d", i), 1)
+	}
+	readAll(t, s, owner, n)
+	tx := schemaTx(t, schema)
+	mustExec(t, tx, `SELECT 1 FROM conversations WHERE owner = $1 AND thread_key = 'th0000' FOR UPDATE`, owner)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if got, err := postgres.FoldUnread(ctx, s); err != nil || got != n-1 {
+		t.Fatalf("a pass with one row held folded %d conversations (%v), want %d", got, err, n-1)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := postgres.FoldUnread(ctx, s); err != nil || got != 1 {
+		t.Fatalf("the next pass folded %d conversations (%v), want the one held before", got, err)
+	}
+}
+
+// Sends, acks and folds on two nodes at once: no count read is below
+// zero, and at the end every count is the number of unread records and
+// nothing is left to fold.
+func TestUnreadCountsUnderConcurrentFolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of concurrent load")
+	}
+	schema := newSchema(t)
+	nodes := []*postgres.Store{openStore(t, schema), openStore(t, schema)}
+	const owner, rounds = "did:test:busy", 40
+	threads := []string{"chat:a", "chat:b", "chat:c"}
+	var writers, folders sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 2*len(nodes))
+	for i, s := range nodes {
+		folders.Go(func() { // beside each node's own folder, as fast as it goes
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := postgres.FoldUnread(t.Context(), s); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+		writers.Go(func() { // three sends, then a claim and an ack, per round
+			for r := range rounds {
+				for _, th := range threads {
+					p := plan(fmt.Sprintf("busy-%d-%d-%s", i, r, th), owner, model.Inbox, int64(1000+r))
+					p.Records[0].ThreadKey = th
+					if _, err := s.Apply(t.Context(), p); err != nil {
+						errs <- err
+						return
+					}
+				}
+				lease := fmt.Sprintf("L%d-%d", i, r)
+				rec, err := s.Claim(t.Context(), store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread,
+					To: model.Reading, NowMS: 2000, LeaseID: lease, Holder: owner, LeaseUntilMS: 60_000})
+				if err == nil {
+					_, err = s.Update(t.Context(), &store.Update{RecordID: rec.RecordID, From: model.Reading,
+						ExpectLeaseID: lease, To: model.Readed, NowMS: 2100})
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	written := make(chan struct{})
+	go func() { writers.Wait(); close(written) }()
+	for reading := true; reading; {
+		select {
+		case <-written:
+			reading = false
+		default:
+		}
+		cs, err := nodes[0].ListConversations(t.Context(), owner, 0)
+		if err != nil {
+			t.Error(err)
+			break
+		}
+		for _, c := range cs {
+			if c.UnreadCount < 0 {
+				t.Errorf("%s read %d unread", c.ThreadKey, c.UnreadCount)
+			}
+		}
+	}
+	<-written
+	close(stop)
+	folders.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	rows, err := adminPool(t).Query(t.Context(), fmt.Sprintf(`SELECT thread_key, count(*) FROM %s.records
+		WHERE owner = $1 AND box = 'INBOX' AND state IN ('UNREAD', 'READING') GROUP BY thread_key`,
+		pgx.Identifier{schema}.Sanitize()), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for rows.Next() {
+		var th string
+		var n int64
+		if err := rows.Scan(&th, &n); err != nil {
+			t.Fatal(err)
+		}
+		want[th] = n
+	}
+	for _, th := range threads {
+		if got := unreadOf(t, nodes[1], owner, th); got != want[th] {
+			t.Errorf("%s: %d unread read, %d records unread", th, got, want[th])
+		}
+	}
+	if _, err := postgres.FoldUnread(t.Context(), nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range threads {
+		if d, row := pendingDeltas(t, schema, owner, th); d != 0 || row != want[th] {
+			t.Errorf("%s after the last fold: %d deltas, row %d; want none on a row of %d", th, d, row, want[th])
+		}
 	}
 }
