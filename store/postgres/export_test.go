@@ -37,10 +37,14 @@ func SetTokenClock(s *Store, now func() time.Time) { s.tokens.Now = now }
 // routes and blocks; call it before the store is used.
 func SetContactsClock(s *Store, now func() time.Time) { s.contacts.setClock(now) }
 
-// StopFolder stops the store's background folding of unread deltas, so a
-// test decides when they are folded (FoldUnread). Close stops it again
-// harmlessly.
-func StopFolder(s *Store) { s.folder.stop() }
+// StopUpkeep stops the store's background chores (folding unread deltas,
+// analyzing grown tables), so a test decides when they run (FoldUnread,
+// AnalyzeGrown). Close stops them again harmlessly.
+func StopUpkeep(s *Store) { s.upkeep.stop() }
+
+// AnalyzeGrown runs one look for grown tables, as the background chore
+// does every analyzeEvery, and returns the tables it analyzed.
+func AnalyzeGrown(ctx context.Context, s *Store) ([]string, error) { return s.analyzeGrown(ctx) }
 
 // FoldUnread runs one folding of unread deltas, as the background folder
 // does every foldEvery, and returns how many conversations it updated.

@@ -77,8 +77,8 @@ type Store struct {
 	events eventHorizon
 	// group batches concurrent Applys into shared transactions (group.go).
 	group *grouper
-	// folder moves unread deltas into their conversations (unread.go).
-	folder *folder
+	// upkeep runs the background chores (upkeep.go).
+	upkeep *upkeep
 	// tokens remembers the identities Token found, for tokenTTL: every
 	// request names its token, and the lookup was a round trip per
 	// request. Other nodes' writes cannot be heard here, so a token
@@ -126,7 +126,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		tokens: lookup.Cache[model.Identity]{TTL: tokenTTL}, bodies: bodies.New(bodies.DefaultBytes)}
 	s.contacts.setClock(nil)
 	s.group = newGrouper(s, groupWriters(pool.Config().MaxConns))
-	s.folder = s.startFolder()
+	s.upkeep = s.startUpkeep(s.chores())
 	return s, nil
 }
 
@@ -185,7 +185,7 @@ func newPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 
 // Close releases every connection of the pool, waiting for the ones in use.
 func (s *Store) Close() error {
-	s.folder.stop()
+	s.upkeep.stop()
 	s.group.close()
 	s.pool.Close()
 	return nil

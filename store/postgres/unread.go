@@ -2,9 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -12,8 +9,8 @@ import (
 // 0005). Sends add their new unread records to the conversation's row, as
 // they rewrite it anyway; a claim, ack or fail that changes the count
 // appends a delta row, so it takes no lock a send holds. Readers add the
-// two in one snapshot, and a folder on every node moves deltas into their
-// rows so that a conversation's deltas stay few.
+// two in one snapshot, and every node folds deltas into their rows
+// (upkeep.go) so that a conversation's deltas stay few.
 
 // sqlUnreadCount is conversation v's unread count: its row plus the deltas
 // not folded into it yet. Clamped at zero as the count always was.
@@ -22,7 +19,7 @@ const sqlUnreadCount = `GREATEST(v.unread_count + COALESCE((SELECT sum(u.delta) 
 
 // sqlFoldUnread moves the deltas of up to $1 conversations into their
 // rows. It locks those rows with SKIP LOCKED, so it never waits for a send
-// (or another node's folder) and cannot deadlock with one; a row it skips
+// (or another node's fold) and cannot deadlock with one; a row it skips
 // keeps its deltas for the next pass, and does not count towards $1, so one
 // held row does not end a pass early nor do two nodes folding at once stop
 // each other. Deltas are removed only with their row locked, so each is
@@ -71,39 +68,4 @@ func (s *Store) foldUnread(ctx context.Context) (int64, error) {
 		}
 	}
 	return total, nil
-}
-
-// folder runs foldUnread every foldEvery until stopped.
-type folder struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-func (s *Store) startFolder() *folder {
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &folder{cancel: cancel}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		t := time.NewTicker(foldEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if _, err := s.foldUnread(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				// The deltas stay and are read as they are; the next
-				// tick tries again.
-				s.log.Warn("postgres: folding unread counts failed", slog.Any("err", err))
-			}
-		}
-	}()
-	return f
-}
-
-func (f *folder) stop() {
-	f.cancel()
-	f.wg.Wait()
 }

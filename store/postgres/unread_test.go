@@ -79,7 +79,7 @@ func pendingDeltas(t *testing.T, schema, owner, thread string) (deltas, row int6
 func TestUnreadDeltasFold(t *testing.T) {
 	schema := newSchema(t)
 	s := openStore(t, schema)
-	postgres.StopFolder(s)
+	postgres.StopUpkeep(s)
 	const owner, thread = "did:test:fold", "chat:fold"
 	threadInbox(t, s, owner, thread, 5)
 	readAll(t, s, owner, 3)
@@ -149,7 +149,7 @@ func TestUnreadDeltasFoldInTheBackground(t *testing.T) {
 func TestUnreadFoldPassesOverAHeldRow(t *testing.T) {
 	schema := newSchema(t)
 	s := openStore(t, schema)
-	postgres.StopFolder(s)
+	postgres.StopUpkeep(s)
 	const owner = "did:test:many"
 	const n = 600 // more than one statement's batch
 	for i := range n {
