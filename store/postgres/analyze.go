@@ -42,16 +42,18 @@ const (
 // the rows they held at their last ANALYZE, or $1 rows if never analyzed
 // (reltuples is -1 then). Tables that change without growing (counters,
 // conversations) are left to autovacuum: analyzing them would only make
-// every connection plan again the statements that write them.
+// every connection plan again the statements that write them. Only tables
+// this role may analyze (its own, or its roles'): PostgreSQL would skip
+// the others with a warning in its log at every look.
 const sqlGrownTables = `SELECT quote_ident(t.relname) FROM pg_stat_user_tables t
 	JOIN pg_class c ON c.oid = t.relid
 	WHERE t.schemaname = current_schema() AND t.n_live_tup >= GREATEST($1::real, 2 * c.reltuples)
+		AND pg_has_role(c.relowner, 'USAGE')
 	ORDER BY t.relname`
 
 // analyzeGrown analyzes the grown tables and returns their names. Another
-// node analyzing the same table makes this run skip it; a role that does
-// not own the tables gets a warning from PostgreSQL, not an error, and
-// leaves them to autovacuum.
+// node analyzing the same table makes this run skip it; tables of another
+// role are left to autovacuum.
 func (s *Store) analyzeGrown(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, sqlGrownTables, analyzeMin)
 	if err != nil {
