@@ -68,9 +68,14 @@ func TestEventsNotPastWriterInFlight(t *testing.T) {
 		{name: "HolderRollsBack", rollback: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a schema and a store each; mostly waiting
 			schema := newSchema(t)
 			s := openStore(t, schema)
-			const wait = 300 * time.Millisecond
+			// Long enough that a call which did not wait for a writer
+			// returns well inside it even on a loaded host under -race (CI
+			// saw 318 and 718 ms with 300 ms), so that only a wait for a
+			// writer takes this long.
+			const wait = time.Second
 			postgres.SetEventWait(s, wait)
 			if _, err := s.Apply(t.Context(), plan("before", owner, model.Inbox, testBase)); err != nil {
 				t.Fatalf("Apply: %v", err)
