@@ -157,7 +157,7 @@ func newPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 	// Every query here is meant to run on an index, so sequential scans are
 	// costed out: a plan no longer depends on how small its tables were
 	// when it was made. They still run where no index serves, and the few
-	// queries that read whole tables allow them again (withSeqScans). Only
+	// queries that read whole tables allow them again (reading). Only
 	// prepared statements keep plans: in the other exec modes (PgBouncer in
 	// transaction mode needs one) every statement is planned for its
 	// arguments, and a SET would outlive this session on the pooler's
@@ -237,16 +237,24 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return retry(ctx, s.log, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
 }
 
-// withSeqScans runs fn in a read-only transaction where sequential scans
-// are allowed (newPool costs them out): for the queries that read a whole
-// table, where a scan is the right plan at any size.
-func (s *Store) withSeqScans(ctx context.Context, fn func(tx pgx.Tx) error) error {
+// reading runs fn on the pool, or, when it reads a whole table, in a
+// read-only transaction where sequential scans are allowed again (newPool
+// costs them out): there a scan is the right plan at any size.
+func (s *Store) reading(ctx context.Context, wholeTable bool, fn func(db querier) error) error {
+	if !wholeTable {
+		return fn(s.pool)
+	}
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = on"); err != nil {
 			return err
 		}
 		return fn(tx)
 	})
+}
+
+// querier is what pgxpool.Pool and pgx.Tx have in common for reads.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // limitOr returns n, or def when the caller left the limit unset.

@@ -68,7 +68,8 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 	}
 	q.b.WriteString(" ORDER BY at_ms, msg_id, reader LIMIT " + q.arg(limitOr(f.Limit, defaultLimit)))
 	out := []model.Receipt{}
-	list := func(db querier) error {
+	// Unfiltered, sorted by time, which no index is: a whole-table read.
+	err := s.reading(ctx, len(conds) == 0, func(db querier) error {
 		rows, err := db.Query(ctx, q.b.String(), q.args...)
 		if err != nil {
 			return err
@@ -82,14 +83,7 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 			out = append(out, r)
 		}
 		return rows.Err()
-	}
-	var err error
-	if len(conds) == 0 {
-		// Sorted by time, which no index is: a whole-table read.
-		err = s.withSeqScans(ctx, func(tx pgx.Tx) error { return list(tx) })
-	} else {
-		err = list(s.pool)
-	}
+	})
 	if err != nil {
 		return nil, fail("list receipts", err)
 	}

@@ -205,11 +205,11 @@ func (s *Store) Claimable(ctx context.Context, owner string, box model.BoxKind, 
 }
 
 // CountRecords counts records by box kind and state.
-// It reads the whole table, so it may scan it (withSeqScans).
+// It reads the whole table, so it may scan it (reading).
 func (s *Store) CountRecords(ctx context.Context) ([]store.BoxStateCount, error) {
 	out := []store.BoxStateCount{}
-	err := s.withSeqScans(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT box, state, COUNT(*) FROM records GROUP BY box, state ORDER BY box, state")
+	err := s.reading(ctx, true, func(db querier) error {
+		rows, err := db.Query(ctx, "SELECT box, state, COUNT(*) FROM records GROUP BY box, state ORDER BY box, state")
 		if err != nil {
 			return err
 		}

@@ -145,26 +145,15 @@ func (s *Store) ListScheduled(ctx context.Context, recipient string, limit int) 
 	q.b.WriteString(" ORDER BY sc.due_at_ms, sc.sched_id LIMIT " + q.arg(limitOr(limit, defaultLimit)))
 	var out []store.ScheduleEntry
 	var total int64
-	list := func(db querier) (err error) {
+	// Without a recipient the total counts every entry: a whole-table read.
+	err := s.reading(ctx, recipient == "", func(db querier) (err error) {
 		out, total, err = querySchedule(ctx, db, schedPage(q.b.String(), true), true, q.args...)
 		return err
-	}
-	var err error
-	if recipient == "" {
-		// The total counts every entry: a whole-table read.
-		err = s.withSeqScans(ctx, func(tx pgx.Tx) error { return list(tx) })
-	} else {
-		err = list(s.pool)
-	}
+	})
 	if err != nil {
 		return nil, 0, fail("list scheduled", err)
 	}
 	return out, total, nil
-}
-
-// querier is what pgxpool.Pool and pgx.Tx have in common for reads.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // querySchedule runs a schedPage query; withTotal says it also returns the
