@@ -91,23 +91,13 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 		}
 	}
 	for _, st := range statements {
-		if got := recordsAccess(genericPlan(t, def, st.sql, st.exec)); !slices.Equal(got, st.want) {
-			t.Errorf("%s's generic plan reaches records by %v, want %v:\n%s", st.name, got, st.want, genericPlan(t, def, st.sql, st.exec))
+		plan := genericPlan(t, def, st.sql, st.exec)
+		if got := recordsAccess(plan); !slices.Equal(got, st.want) {
+			t.Errorf("%s's generic plan reaches records by %v, want %v:\n%s", st.name, got, st.want, plan)
 		}
 	}
 
-	u, err := url.Parse(testURL(t))
-	if err != nil || u.Scheme == "" {
-		t.Skip("the test URL is not a postgres:// URL; cannot add enable_seqscan to it")
-	}
-	q := u.Query()
-	q.Set("enable_seqscan", "on")
-	u.RawQuery = q.Encode()
-	seq, err := postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seq.Close()
+	seq := openWithParam(t, schema, "enable_seqscan", "on")
 	if got := recordsAccess(genericPlan(t, seq, postgres.SQLGetRecord, "('a', 'b')")); !slices.Contains(got, "seq") {
 		t.Errorf("with enable_seqscan=on in the URL, GetRecord's generic plan reaches records by %v; want the sequential scan this test guards against", got)
 	}
@@ -119,18 +109,7 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 // the pooler's connection for its next client.
 func TestSeqScansOffOnlyWithPreparedStatements(t *testing.T) {
 	schema := newSchema(t)
-	u, err := url.Parse(testURL(t))
-	if err != nil || u.Scheme == "" {
-		t.Skip("the test URL is not a postgres:// URL; cannot add default_query_exec_mode to it")
-	}
-	q := u.Query()
-	q.Set("default_query_exec_mode", "exec")
-	u.RawQuery = q.Encode()
-	exec, err := postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exec.Close()
+	exec := openWithParam(t, schema, "default_query_exec_mode", "exec")
 	for _, c := range []struct {
 		name string
 		s    *postgres.Store
@@ -144,4 +123,23 @@ func TestSeqScansOffOnlyWithPreparedStatements(t *testing.T) {
 			t.Errorf("with %s, enable_seqscan is %s; want %s", c.name, got, c.want)
 		}
 	}
+}
+
+// openWithParam opens a store in schema with key=value added to the test
+// URL's parameters.
+func openWithParam(t *testing.T, schema, key, value string) *postgres.Store {
+	t.Helper()
+	u, err := url.Parse(testURL(t))
+	if err != nil || u.Scheme == "" {
+		t.Skipf("the test URL is not a postgres:// URL; cannot add %s to it", key)
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

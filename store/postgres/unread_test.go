@@ -26,19 +26,27 @@ func threadInbox(t *testing.T, s store.Store, owner, thread string, n int) {
 	}
 }
 
+// claimAck claims the first unread record of owner's inbox under lease and
+// acks it.
+func claimAck(ctx context.Context, s store.Store, owner, lease string) error {
+	rec, err := s.Claim(ctx, store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread,
+		To: model.Reading, NowMS: 2000, LeaseID: lease, Holder: owner, LeaseUntilMS: 60_000})
+	if err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	if _, err := s.Update(ctx, &store.Update{RecordID: rec.RecordID, From: model.Reading,
+		ExpectLeaseID: lease, To: model.Readed, NowMS: 2100}); err != nil {
+		return fmt.Errorf("ack: %w", err)
+	}
+	return nil
+}
+
 // readAll claims and acks n records of owner's inbox.
 func readAll(t *testing.T, s store.Store, owner string, n int) {
 	t.Helper()
 	for i := range n {
-		lease := fmt.Sprintf("L%d", i)
-		rec, err := s.Claim(t.Context(), store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread,
-			To: model.Reading, NowMS: 2000, LeaseID: lease, Holder: owner, LeaseUntilMS: 60_000})
-		if err != nil {
-			t.Fatalf("claim %d: %v", i, err)
-		}
-		if _, err := s.Update(t.Context(), &store.Update{RecordID: rec.RecordID, From: model.Reading,
-			ExpectLeaseID: lease, To: model.Readed, NowMS: 2100}); err != nil {
-			t.Fatalf("ack %d: %v", i, err)
+		if err := claimAck(t.Context(), s, owner, fmt.Sprintf("L%d", i)); err != nil {
+			t.Fatalf("record %d: %v", i, err)
 		}
 	}
 }
@@ -209,14 +217,7 @@ func TestUnreadCountsUnderConcurrentFolds(t *testing.T) {
 						return
 					}
 				}
-				lease := fmt.Sprintf("L%d-%d", i, r)
-				rec, err := s.Claim(t.Context(), store.ClaimParams{Owner: owner, Box: model.Inbox, From: model.Unread,
-					To: model.Reading, NowMS: 2000, LeaseID: lease, Holder: owner, LeaseUntilMS: 60_000})
-				if err == nil {
-					_, err = s.Update(t.Context(), &store.Update{RecordID: rec.RecordID, From: model.Reading,
-						ExpectLeaseID: lease, To: model.Readed, NowMS: 2100})
-				}
-				if err != nil {
+				if err := claimAck(t.Context(), s, owner, fmt.Sprintf("L%d-%d", i, r)); err != nil {
 					errs <- err
 					return
 				}
