@@ -65,17 +65,20 @@ func TestFailedInsertLeavesNoRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A row in did:c's INBOX at the seq the next send would give it, which
-	// the box counter does not know about.
+	p := sendPlan(2, "did:a", []string{"did:b", "did:c", "did:d"}, 2)
+	// A row elsewhere under the id of the send's third record (did:c's) and
+	// the number its message will get (the next after the first send's):
+	// records_msg is unique, and the writer does not probe the records of
+	// a message it has just stored (seqcache.go).
 	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO records (record_id, owner, box, msg_id, state, seq,
 				created_at_ms, updated_at_ms, sort_key, msg_ref)
-			VALUES ('cyrec:squatter', 'did:c', 'INBOX', 'cymsg:squatter', 'UNREAD', 1, 1, 1, 1, 1)`)
+			VALUES (?, 'did:squatter', 'INBOX', 'cymsg:squatter', 'UNREAD', 1, 1, 1, 1,
+				(SELECT max(msg_ref) + 1 FROM messages))`, p.Records[2].RecordID)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	p := sendPlan(2, "did:a", []string{"did:b", "did:c", "did:d"}, 2)
 	if _, err := s.Apply(ctx, p); err == nil || !strings.Contains(err.Error(), "UNIQUE") {
 		t.Fatalf("a send colliding with a stored seq: %v, want a UNIQUE constraint error", err)
 	}

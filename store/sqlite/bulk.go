@@ -15,10 +15,10 @@ import (
 // records or more; one statement per record, four per record in all, spent
 // a third of the writer's time in statement overhead (database/sql, the
 // driver's binding, VDBE setup) rather than in the b-trees. So records,
-// box counters, events and conversations are written a chunk of rows per
-// statement. Seqs are assigned here, from the box counters read once per
-// chunk: this connection is the file's only writer, so nothing can take a
-// seq between the read and the insert.
+// events and conversations are written a chunk of rows per statement. Seqs
+// are assigned here, from each box's last seq read once per chunk (or
+// remembered, seqcache.go): this connection is the file's only writer, so
+// nothing can take a seq between the read and the insert.
 //
 // SQLite prepares a statement for one shape, so each kind is prepared for
 // chunks of 1, 2, 4, … bulkMax rows and a run of n rows is cut into
@@ -37,10 +37,13 @@ type bulkKind struct {
 
 var (
 	// bulkSeqs reads where the boxes' counters stand (0 for a box without
-	// records yet).
-	bulkSeqs = bulkKind{`SELECT v.column1, v.column2, COALESCE(b.last_seq, 0) FROM (VALUES `, `(?, ?)`, `) AS v
+	// records yet): the highest seq of a record there, or of one deleted
+	// (migration 0006), as boxLastSeq.
+	bulkSeqs = bulkKind{`SELECT v.column1, v.column2, max(COALESCE(b.last_seq, 0),
+			COALESCE((SELECT r.seq FROM records r WHERE r.owner = v.column1 AND r.box = v.column2
+				ORDER BY r.seq DESC LIMIT 1), 0)) FROM (VALUES `, `(?, ?)`, `) AS v
 		LEFT JOIN box_seqs b ON b.owner = v.column1 AND b.box = v.column2`}
-	// OR FAIL, here and in the three below: a row that fails keeps the
+	// OR FAIL, here and in the two below: a row that fails keeps the
 	// rows the statement wrote before it, where the default (ABORT) undoes
 	// them. That needs a statement journal, a copy of every page before
 	// the statement first changes it, and with a chunk's rows spread over
@@ -58,8 +61,6 @@ var (
 			error_message, retry_after_ms, last_error, visible_at_ms,
 			lease_id, lease_holder, lease_until_ms, msg_ref) VALUES `,
 		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, ``}
-	bulkBoxes = bulkKind{`INSERT OR FAIL INTO box_seqs (owner, box, last_seq) VALUES `, `(?, ?, ?)`,
-		` ON CONFLICT (owner, box) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)`}
 	bulkEvents = bulkKind{`INSERT OR FAIL INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail) VALUES `,
 		`(?, ?, ?, ?, ?, '', ?, ?, '')`, ``}
 	// SQLite applies an upsert row by row, so two rows of one conversation
@@ -90,7 +91,7 @@ func (k bulkKind) sql(rows int) string {
 
 // bulkStmts holds each kind prepared on the writer for every shape.
 type bulkStmts struct {
-	exists, seqs, records, boxes, events, convs [bulkShapes]*sql.Stmt
+	exists, seqs, records, events, convs [bulkShapes]*sql.Stmt
 }
 
 func (b *bulkStmts) prepare(ctx context.Context, w *sql.DB) error {
@@ -98,7 +99,7 @@ func (b *bulkStmts) prepare(ctx context.Context, w *sql.DB) error {
 		to   *[bulkShapes]*sql.Stmt
 		kind bulkKind
 	}{{&b.exists, bulkExists}, {&b.seqs, bulkSeqs}, {&b.records, bulkRecords},
-		{&b.boxes, bulkBoxes}, {&b.events, bulkEvents}, {&b.convs, bulkConvs}} {
+		{&b.events, bulkEvents}, {&b.convs, bulkConvs}} {
 		for i := range bulkShapes {
 			q := k.kind.sql(1 << i)
 			st, err := w.PrepareContext(ctx, q)
@@ -112,7 +113,7 @@ func (b *bulkStmts) prepare(ctx context.Context, w *sql.DB) error {
 }
 
 func (b *bulkStmts) close() {
-	for _, set := range []*[bulkShapes]*sql.Stmt{&b.exists, &b.seqs, &b.records, &b.boxes, &b.events, &b.convs} {
+	for _, set := range []*[bulkShapes]*sql.Stmt{&b.exists, &b.seqs, &b.records, &b.events, &b.convs} {
 		for _, st := range set {
 			if st != nil {
 				st.Close()
@@ -191,7 +192,7 @@ func (w *txWriter) insertRecords(ctx context.Context, sets ...recordSet) error {
 
 // insertRows is insertRecords in two steps: it inserts the records
 // themselves, and reports into the sets' results, and returns rest, which
-// writes what follows from them (box counters, events, conversations) and
+// writes what follows from them (events, conversations) and
 // must run before anything else in the transaction. rest is nil when
 // there is nothing to write. A logged group is answered between the two
 // (commit.go): no read of those tables runs before the writer is done with
@@ -252,13 +253,12 @@ func (w *txWriter) insertRows(ctx context.Context, sets ...recordSet) (rest func
 	if err := w.unlocated(ctx, fresh); err != nil {
 		return nil, err
 	}
+	// The records hold their boxes' last seqs now; box_seqs is written
+	// only when records are deleted (migration 0006).
+	for _, k := range boxes {
+		w.seqs.set(w.tx, k, last[k])
+	}
 	return func(ctx context.Context) error {
-		if err := w.writeSeqs(ctx, boxes, last); err != nil {
-			return err
-		}
-		for _, k := range boxes {
-			w.seqs.set(w.tx, k, last[k])
-		}
 		if err := w.createdEvents(ctx, fresh); err != nil {
 			return err
 		}
@@ -356,20 +356,6 @@ func (w *txWriter) writeRecords(ctx context.Context, recs []newRecord) error {
 		}
 		if _, err := w.tx.StmtContext(ctx, w.st.bulk.records[shape]).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("sqlite: insert records: %w", err)
-		}
-		return nil
-	})
-}
-
-func (w *txWriter) writeSeqs(ctx context.Context, boxes []boxKey, last map[boxKey]int64) error {
-	args := make([]any, 0, 3*min(len(boxes), bulkMax))
-	return chunked(len(boxes), func(lo, hi, shape int) error {
-		args = args[:0]
-		for _, k := range boxes[lo:hi] {
-			args = append(args, k.owner, string(k.box), last[k])
-		}
-		if _, err := w.tx.StmtContext(ctx, w.st.bulk.boxes[shape]).ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("sqlite: advance box seqs: %w", err)
 		}
 		return nil
 	})

@@ -45,7 +45,7 @@ import (
 // queue order.
 //
 // A logged group is answered once the records of its last run are in,
-// before the box counters, events and conversations that follow from them
+// before the events and conversations that follow from them
 // (insertRows): a sender's next request is read and planned while the
 // writer finishes, which took 10-16% off a sequential fan-out's latency
 // (docs/benchmarks.md, fifteenth round). Nothing reads those tables before
@@ -53,7 +53,7 @@ import (
 // writer), and none of those rows can fail for any given records: what can
 // fail them (a full disk) can fail the commit after the answer too, and
 // the same recovery covers both (TestAnsweredGroupSurvivesItsLastRows).
-// That holds only while events, conversations and box_seqs accept any row
+// That holds only while events and conversations accept any row
 // a valid record implies: a constraint or trigger added to them that can
 // reject one would turn that write, answered already, into a writer that
 // stops (recover fails the same way) until a restart, which fails too.

@@ -20,8 +20,11 @@ const consumerCols = `owner, name, source_owner, source_box, filter, source_seq,
 // read pool (stmts.go).
 const consumerByKey = `SELECT ` + consumerCols + ` FROM consumers WHERE owner = ? AND name = ?`
 
-// boxLastSeq reads the last seq handed out in (owner, box); no row means 0.
-const boxLastSeq = `SELECT last_seq FROM box_seqs WHERE owner = ? AND box = ?`
+// boxLastSeq reads the last seq handed out in (owner, box), 0 if none:
+// the highest seq of its records, or of one deleted (migration 0006).
+const boxLastSeq = `SELECT max(
+	COALESCE((SELECT last_seq FROM box_seqs WHERE owner = ?1 AND box = ?2), 0),
+	COALESCE((SELECT seq FROM records WHERE owner = ?1 AND box = ?2 ORDER BY seq DESC LIMIT 1), 0))`
 
 func scanConsumer(sc scanner) (model.Consumer, error) {
 	var (

@@ -106,13 +106,13 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	}
 	var v int
 	s2.w.QueryRow("PRAGMA user_version").Scan(&v)
-	if v != 5 {
+	if v != 6 {
 		t.Fatalf("user_version = %d", v)
 	}
 	s2.w.Exec("PRAGMA user_version = 99")
 	s2.Close()
 	_, err = Open(ctx, path, Options{})
-	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 5)") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 6)") {
 		t.Fatalf("newer schema: %v", err)
 	}
 	if _, err := Open(ctx, path, Options{Synchronous: "OFF"}); err == nil {
@@ -381,6 +381,9 @@ func TestQueryPlans(t *testing.T) {
 		{bulkExists.sql(4), "SEARCH r USING COVERING INDEX records_msg (msg_ref=? AND record_id=?)"},
 		{bulkExists.sql(4), "SEARCH record_ids USING PRIMARY KEY (record_id=?)"},
 		{bulkSeqs.sql(4), "SEARCH b USING PRIMARY KEY (owner=? AND box=?)"},
+		{bulkSeqs.sql(4), "SEARCH r USING COVERING INDEX records_box_seq (owner=? AND box=?)"},
+		{boxLastSeq, "SEARCH box_seqs USING PRIMARY KEY (owner=? AND box=?)"},
+		{boxLastSeq, "SEARCH records USING COVERING INDEX records_box_seq (owner=? AND box=?)"},
 		{`SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref WHERE m.msg_id = ?1 AND r.owner = ?2`,
 			"SEARCH r USING INDEX records_msg (msg_ref=?)"},
 		{`SELECT 1 FROM messages WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_ref = messages.msg_ref)`,

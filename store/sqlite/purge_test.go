@@ -182,3 +182,45 @@ func TestConsumerWritesInGroup(t *testing.T) {
 		t.Fatalf("record = %+v, %v; want seq 1", r, err)
 	}
 }
+
+// TestSeqsContinueAfterPurgeAndReopen: a writer that does not remember a
+// box (a new process) takes its last seq from box_seqs once retention has
+// deleted the box's newest records (migration 0006), so the next record
+// gets the seq after the deleted ones and not the one after the highest
+// left.
+func TestSeqsContinueAfterPurgeAndReopen(t *testing.T) {
+	ctx := context.Background()
+	path := tempDB(t)
+	s := openPath(t, path, Options{})
+	for n := 1; n <= 3; n++ {
+		p := sendPlan(n, "did:a", []string{"did:b"}, int64(n))
+		if n > 1 {
+			p.Records[1].State = model.Readed // did:b's INBOX record
+		}
+		if _, err := s.Apply(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := s.Purge(ctx, store.PurgeParams{NowMS: 1000, Limit: 100,
+		TerminalBeforeMS: map[model.BoxKind]int64{model.Inbox: 100}})
+	if err != nil || res.Records[model.Inbox] != 2 {
+		t.Fatalf("Purge = %+v, %v; want did:b's two newest INBOX records gone", res, err)
+	}
+	s.Close()
+
+	s = openPath(t, path, Options{})
+	if last, err := s.BoxLastSeq(ctx, "did:b", model.Inbox); err != nil || last != 3 {
+		t.Fatalf("BoxLastSeq after the purge and a restart = %d, %v; want 3", last, err)
+	}
+	p := sendPlan(4, "did:a", []string{"did:b"}, 4)
+	got, err := s.Apply(ctx, p)
+	if err != nil || len(got.Created) != 2 {
+		t.Fatalf("send after the restart: %+v, %v", got, err)
+	}
+	if r := got.Created[1]; r.Owner != "did:b" || r.Seq != 4 {
+		t.Fatalf("did:b's record after the purge and a restart: %s seq %d, want did:b seq 4", r.Owner, r.Seq)
+	}
+	if r := got.Created[0]; r.Seq != 4 { // did:a's OUTBOX kept every record
+		t.Fatalf("did:a's OUTBOX record has seq %d, want 4", r.Seq)
+	}
+}

@@ -12,7 +12,8 @@ import "database/sql"
 //     records yet: every record has its message stored (a body-less one
 //     if need be), and retention deletes a message only once no record
 //     refers to it. Nearly every send is of a new message.
-//   - The writer is the only one that advances box counters (box_seqs), so
+//   - The writer is the only one that inserts records, which is what moves
+//     a box's last seq (its highest record's, or box_seqs' after deletions), so
 //     it can remember what it wrote, as long as it forgets what a rollback
 //     undid.
 

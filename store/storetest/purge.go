@@ -22,6 +22,7 @@ func purgeTests() []testCase {
 		{"NothingToDo", testPurgeNothing},
 		{"LimitAndMore", testPurgeLimit},
 		{"EventLimit", testPurgeEventLimit},
+		{"SeqsNotReused", testPurgeSeqsNotReused},
 	}
 }
 
@@ -462,5 +463,35 @@ func testPurgeEventLimit(t *testing.T, s store.Store) {
 	evs := allEvents(t, s, "")
 	if len(evs) != 3 || len(eventsOf(evs, model.EventPurged, "")) != 3 {
 		t.Fatalf("events left = %s; want only the 3 retention.purged events", dump(evs))
+	}
+}
+
+// A box's last seq stays where it was when retention deletes its newest
+// records, or all of them, and the next record takes the seq after it: a
+// client syncing after seq 3 must never be handed a new record as seq 2.
+func testPurgeSeqsNotReused(t *testing.T, s store.Store) {
+	putRec(t, s, alice, model.Inbox, "seq-unread", model.Unread, oldMS)
+	putRec(t, s, alice, model.Inbox, "seq-readed-1", model.Readed, oldMS)
+	putRec(t, s, alice, model.Inbox, "seq-readed-2", model.Readed, oldMS)
+	putRec(t, s, bob, model.Outbox, "seq-sent-1", model.Sent, oldMS)
+	putRec(t, s, bob, model.Outbox, "seq-sent-2", model.Sent, oldMS)
+	res := mustPurge(t, s, store.PurgeParams{NowMS: purgeMS, MessagesBeforeMS: purgeMS, Limit: 100,
+		TerminalBeforeMS: map[model.BoxKind]int64{model.Inbox: cutMS, model.Outbox: cutMS}})
+	requirePurged(t, res, map[model.BoxKind]int64{model.Inbox: 2, model.Outbox: 2}, 4, 0, "purge of the newest records")
+	for _, c := range []struct {
+		owner string
+		box   model.BoxKind
+		last  int64
+	}{{alice, model.Inbox, 3}, {bob, model.Outbox, 2}} {
+		if got, err := s.BoxLastSeq(t.Context(), c.owner, c.box); err != nil || got != c.last {
+			t.Fatalf("BoxLastSeq(%s %s) after its newest records went = %d, %v; want %d", c.owner, c.box, got, err, c.last)
+		}
+		r := putRec(t, s, c.owner, c.box, "seq-after-"+string(c.box), model.Unread, freshMS)
+		if r.Seq != c.last+1 {
+			t.Fatalf("record in %s's %s after the purge has seq %d, want %d", c.owner, c.box, r.Seq, c.last+1)
+		}
+		if got, err := s.BoxLastSeq(t.Context(), c.owner, c.box); err != nil || got != c.last+1 {
+			t.Fatalf("BoxLastSeq(%s %s) after the next record = %d, %v; want %d", c.owner, c.box, got, err, c.last+1)
+		}
 	}
 }
