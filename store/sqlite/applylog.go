@@ -19,10 +19,10 @@ import (
 // is in this file, not once SQLite has committed it.
 //
 // A post_send's SQLite commit writes every page the send touched (its two
-// records with their indexes, events, conversations, box counters) to the
+// records with their indexes, events, conversations) to the
 // WAL: about 27 pages for a 1 KiB message, a third of the writer's time.
 // Pages shared by consecutive writes (the tail of each table and index,
-// the box counter, the conversation) are written once per commit, however
+// the conversation) are written once per commit, however
 // many writes changed them. So the writer keeps one transaction open across
 // groups of these writes, appends each group's entries to this log with one
 // write (and fdatasync with --durability full) before answering, and

@@ -36,9 +36,9 @@ type bulkKind struct {
 }
 
 var (
-	// bulkSeqs reads where the boxes' counters stand (0 for a box without
-	// records yet): the highest seq of a record there, or of one deleted
-	// (migration 0006), as boxLastSeq.
+	// bulkSeqs reads the boxes' last seqs (0 for a box without records
+	// yet): the highest seq of a record there, or of one deleted (migration
+	// 0006), as boxLastSeq.
 	bulkSeqs = bulkKind{`SELECT v.column1, v.column2, max(COALESCE(b.last_seq, 0),
 			COALESCE((SELECT r.seq FROM records r WHERE r.owner = v.column1 AND r.box = v.column2
 				ORDER BY r.seq DESC LIMIT 1), 0)) FROM (VALUES `, `(?, ?)`, `) AS v
@@ -301,7 +301,7 @@ func (w *txWriter) lookup(ctx context.Context, sets []recordSet) (map[string]boo
 	return existing, last, nil
 }
 
-// boxSeqs sets last[k] to where each box's counter stands.
+// boxSeqs sets last[k] to each box's last seq.
 func (w *txWriter) boxSeqs(ctx context.Context, boxes []boxKey, last map[boxKey]int64) error {
 	args := make([]any, 0, 2*min(len(boxes), bulkMax))
 	err := chunked(len(boxes), func(lo, hi, shape int) error {

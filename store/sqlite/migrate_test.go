@@ -168,3 +168,29 @@ func TestMigrationKeepsOldRecordIDs(t *testing.T) {
 		t.Fatalf("GetMessage(body of purged records) = %v", err)
 	}
 }
+
+// TestMigrationKeepsCountersAheadOfRecords: a store of schema 4 whose box
+// counter is past its highest record (retention deleted the newest)
+// keeps handing out seqs after the counter once inserts no longer write
+// it (0006).
+func TestMigrationKeepsCountersAheadOfRecords(t *testing.T) {
+	ctx := context.Background()
+	path, _, _, _ := openV4(t)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE box_seqs SET last_seq = 5 WHERE owner = 'did:bob' AND box = 'INBOX'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := openPath(t, path, Options{})
+	if last, err := s.BoxLastSeq(ctx, "did:bob", model.Inbox); err != nil || last != 5 {
+		t.Fatalf("BoxLastSeq after the upgrade = %d, %v; want the counter's 5", last, err)
+	}
+	res, err := s.Apply(ctx, sendPlan(7, "did:alice", []string{"did:bob"}, 100))
+	if err != nil || len(res.Created) != 2 || res.Created[1].Owner != "did:bob" || res.Created[1].Seq != 6 {
+		t.Fatalf("send after the upgrade = %+v, %v; want did:bob's record at seq 6", res, err)
+	}
+}

@@ -238,7 +238,7 @@ type txWriter struct {
 	ctx context.Context
 	tx  *sql.Tx
 	st  *stmts
-	// seqs is the writer's memory of box counters (seqcache.go)
+	// seqs is the writer's memory of boxes' last seqs (seqcache.go)
 	seqs *seqCache
 	// bound copies, by parent statement
 	insertEvent, convUnread, claim, update *sql.Stmt

@@ -87,7 +87,7 @@ func checkSendWhole(t *testing.T, s *Store, res *store.ApplyResult, member strin
 // TestAnsweredGroupRecoversFromPassingFault: a logged send is answered
 // before its events are written (commit.go); when they fail once, the
 // writer applies the logged writes again and goes on. Nothing stops, and
-// the send is whole: records, events, box counters, conversations.
+// the send is whole: records, seqs, events, conversations.
 func TestAnsweredGroupRecoversFromPassingFault(t *testing.T) {
 	ctx := context.Background()
 	left := armFaultOnce(t)

@@ -4,7 +4,7 @@ import "database/sql"
 
 // What insertRecords can know without probing each record. Before a
 // record goes in, the writer needs to know whether it exists already and
-// where its box's counter stands; the probe answering both for every
+// its box's last seq; the probe answering both for every
 // record was 14% of a group fan-out's insert and 8% of the writer's time
 // on single sends. Two things make most of it unnecessary:
 //
@@ -20,7 +20,7 @@ import "database/sql"
 // seqCache remembers the last seq of the boxes the writer inserted into.
 // Writer goroutine only.
 //
-// committed holds counters as of the last commit; pending those written in
+// committed holds last seqs as of the last commit; pending those given in
 // the open transaction tx, merged at its commit. A transaction rolled back
 // whole leaves committed true, and the next transaction finds pending
 // belonging to another and ignores it (tx stays referenced, so no later
@@ -46,7 +46,7 @@ func (c *seqCache) get(tx *sql.Tx, k boxKey) (int64, bool) {
 	return v, ok
 }
 
-// set notes that tx set k's counter to v.
+// set notes that tx took k's last seq to v.
 func (c *seqCache) set(tx *sql.Tx, k boxKey, v int64) {
 	if c.tx != tx || c.pending == nil {
 		c.tx, c.pending = tx, make(map[boxKey]int64)

@@ -73,7 +73,7 @@ type Store struct {
 	onGroup   func(size int) // test hook: called by the writer before each group
 	linger    time.Duration  // how long logged writes may stay uncommitted (commitEvery)
 	deferred  []recordSet    // Apply's records, inserted before the commit (writer goroutine only)
-	seqs      seqCache       // box counters the writer wrote (seqcache.go; writer goroutine only)
+	seqs      seqCache       // boxes' last seqs the writer gave (seqcache.go; writer goroutine only)
 	// gatherLinger and recent: how the writer waits for more writes
 	// (gather.go); recent is the writer goroutine's only.
 	gatherLinger time.Duration

@@ -13,6 +13,12 @@
 --
 -- The counters written before this migration stay: they are at most the
 -- highest seq ever handed out, which is what the larger of the two needs.
+--
+-- Seqs are never handed out twice only while this trigger exists and sees
+-- every deletion: a migration that rebuilds records (as 0005 did) drops
+-- it with the table and must create it again, and records must not be
+-- written with REPLACE, whose deletions fire no trigger here
+-- (TestSeqTriggerInPlace).
 CREATE TRIGGER records_keep_seq AFTER DELETE ON records BEGIN
     INSERT INTO box_seqs (owner, box, last_seq) VALUES (OLD.owner, OLD.box, OLD.seq)
         ON CONFLICT (owner, box) DO UPDATE SET last_seq = excluded.last_seq
