@@ -29,6 +29,11 @@ func (s *Service) CreateConsumer(ctx context.Context, who model.Identity, req *w
 	if owner == "" {
 		owner = who.DID
 	}
+	// Checked as the paths that name a consumer later check it, or it
+	// could be made and never read nor deleted.
+	if err := message.CheckDID("owner", owner, true); err != nil {
+		return nil, err
+	}
 	if err := canAct(who, owner); err != nil {
 		return nil, err
 	}
@@ -38,8 +43,8 @@ func (s *Service) CreateConsumer(ctx context.Context, who model.Identity, req *w
 	if req.SourceOwner == "" {
 		return nil, model.Invalid("source_owner", "the DID whose box the consumer reads is required")
 	}
-	if len(req.SourceOwner) > message.MaxDIDBytes {
-		return nil, model.Invalid("source_owner", fmt.Sprintf("at most %d bytes", message.MaxDIDBytes))
+	if err := message.CheckDID("source_owner", req.SourceOwner, true); err != nil {
+		return nil, err
 	}
 	src, err := model.ParseBoxKind(req.SourceBox)
 	if err != nil {
@@ -70,9 +75,14 @@ func (s *Service) CreateConsumer(ctx context.Context, who model.Identity, req *w
 	if err := s.canRead(ctx, who, req.SourceOwner, src); err != nil {
 		return nil, err
 	}
+	c := &model.Consumer{Owner: owner, Name: req.Name, SourceOwner: req.SourceOwner, SourceBox: src, Filter: req.Filter}
+	if ok, err := s.feeds(ctx, c); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, model.Forbidden(fmt.Sprintf("%s is not a subscriber of %s: a group's box feeds only its subscribers' consumers", owner, req.SourceOwner))
+	}
 	now := s.nowMS()
-	c := &model.Consumer{Owner: owner, Name: req.Name, SourceOwner: req.SourceOwner, SourceBox: src,
-		Filter: req.Filter, SourceSeq: after, CreatedAtMS: now, UpdatedAtMS: now}
+	c.SourceSeq, c.CreatedAtMS, c.UpdatedAtMS = after, now, now
 	if err := s.st.CreateConsumer(ctx, c, fromEnd); err != nil {
 		return nil, err
 	}

@@ -290,6 +290,8 @@ func TestCreateConsumerRejectsBadInput(t *testing.T) {
 		{"empty filter value", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{Kind: []string{""}}}, "filter.kind", model.ErrInvalid},
 		{"another's inbox", agent(carol), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX"}, "", model.ErrForbidden},
 		{"for another owner", agent(carol), wire.ConsumerRequest{Owner: bob, Name: "c", SourceOwner: carol, SourceBox: "INBOX"}, "", model.ErrForbidden},
+		{"owner with a space", admin, wire.ConsumerRequest{Owner: "did:x y", Name: "c", SourceOwner: bob, SourceBox: "INBOX"}, "owner", model.ErrInvalid},
+		{"source owner with a control character", admin, wire.ConsumerRequest{Name: "c", SourceOwner: "did:q\u0001", SourceBox: "INBOX"}, "source_owner", model.ErrInvalid},
 	}
 	for _, tc := range cases {
 		_, err := s.CreateConsumer(ctx, tc.who, &tc.req)
@@ -365,5 +367,53 @@ func TestGroupMemberConsumesGroupInbox(t *testing.T) {
 				t.Fatalf("the group's box holds %v", got)
 			}
 		})
+	}
+}
+
+// TestRemovedMemberConsumerStops: a group's box feeds a member's consumer
+// only while the owner is a member. What the group gets while the owner is
+// out never reaches the consumer, not even once the owner is back; an
+// admin cannot make a consumer of a group's box for a non-member either.
+func TestRemovedMemberConsumerStops(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	const grp = "did:test:group"
+	members := func(dids ...string) {
+		t.Helper()
+		if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: dids}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(text string) {
+		t.Helper()
+		m := &message.Message{From: grp, Source: bob, Kind: message.KindGroupMsg, Content: message.Content{Content: text}}
+		if _, err := s.PostSend(ctx, admin, &wire.PostSendRequest{Msg: m}); err != nil {
+			t.Fatal(err)
+		}
+		pumpAll(t, s)
+	}
+	members(bob, carol)
+	if _, err := s.CreateConsumer(ctx, agent(carol), &wire.ConsumerRequest{Name: "all", SourceOwner: grp, SourceBox: "GROUP_INBOX"}); err != nil {
+		t.Fatal(err)
+	}
+	send("while a member")
+	members(bob)
+	send("after carol left")
+	members(bob, carol)
+	send("after carol came back")
+	want := []string{"while a member", "after carol came back"}
+	if got := texts(syncAll(t, s, carol, model.ConsumerBox("all"))); !slices.Equal(got, want) {
+		t.Fatalf("carol's consumer of the group got %q, want %q", got, want)
+	}
+	if got := texts(syncAll(t, s, grp, model.GroupInbox)); len(got) != 3 {
+		t.Fatalf("the group's box holds %q, want all three", got)
+	}
+	_, err := s.CreateConsumer(ctx, admin, &wire.ConsumerRequest{Owner: alice, Name: "spy", SourceOwner: grp, SourceBox: "GROUP_INBOX"})
+	if !errors.Is(err, model.ErrForbidden) {
+		t.Fatalf("an admin made a consumer of the group's box for a non-member: %v", err)
+	}
+	if _, err := s.CreateConsumer(ctx, admin, &wire.ConsumerRequest{Owner: grp, Name: "own", SourceOwner: grp, SourceBox: "GROUP_INBOX"}); err != nil {
+		t.Fatalf("the group's own consumer of its box: %v", err)
 	}
 }

@@ -215,7 +215,14 @@ func (s *Service) pumpConsumer(ctx context.Context, ck consumerKey) error {
 		if err != nil || len(src) == 0 {
 			return err
 		}
-		recs, err := s.consumerRecords(ctx, &c, src)
+		// A consumer that may not read its source now passes over what
+		// the source got meanwhile, so that it does not get it later
+		// either (should its owner join the group again).
+		var recs []model.Record
+		ok, err := s.feeds(ctx, &c)
+		if err == nil && ok {
+			recs, err = s.consumerRecords(ctx, &c, src)
+		}
 		if err != nil {
 			return err
 		}
@@ -247,6 +254,19 @@ func (s *Service) pumpConsumer(ctx context.Context, ck consumerKey) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// feeds reports whether c's source may feed it now. A group's box feeds
+// the consumers of its subscribers (and the group's own) only: a member
+// who leaves, or is removed, stops getting the group's messages through a
+// consumer as through a read of the box, whoever created the consumer.
+// Any other box feeds its consumers as long as they exist: its owner, or
+// an admin, made them.
+func (s *Service) feeds(ctx context.Context, c *model.Consumer) (bool, error) {
+	if c.SourceBox != model.GroupInbox || c.Owner == c.SourceOwner {
+		return true, nil
+	}
+	return s.st.IsSubscriber(ctx, c.SourceOwner, c.Owner)
 }
 
 // consumerRecords builds the consumer's records for the source records that match.
