@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -161,18 +162,11 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 	p.Records = append(p.Records, out)
 	res.OutboxRecordID = out.RecordID
 
-	// A group message reaches the group's external chat through the group's
-	// routes and its local subscribers through the group fan-out.
-	targets := uniq(c.msg.To)
-	if c.isGroup {
-		targets = []string{c.msg.From}
-	}
-	for _, target := range targets {
-		routes, err := s.st.Routes(ctx, target)
+	for _, target := range c.sendTargets() {
+		chosen, err := s.sendRoutes(ctx, target, sc)
 		if err != nil {
 			return nil, nil, err
 		}
-		chosen := chooseRoutes(routes, sc)
 		for _, cr := range chosen {
 			mode := cr.Mode
 			if sc.Mode != "" {
@@ -212,6 +206,59 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 		res.OK, res.Reason = false, "blocked"
 	}
 	return p, res, nil
+}
+
+// sendTargets are the recipients a post_send of c routes: a group
+// message reaches the group's external chat through the group's routes
+// (and its local subscribers through the group fan-out).
+func (c *checked) sendTargets() []string {
+	if c.isGroup {
+		return []string{c.msg.From}
+	}
+	return uniq(c.msg.To)
+}
+
+// sendRoutes returns the routes a post_send uses for target (none: the
+// target is local). It fails when the send asks for a tunnel the target
+// has routes but none through: delivering to its local inbox instead
+// would never reach it where it is.
+func (s *Service) sendRoutes(ctx context.Context, target string, sc *wire.SendCtx) ([]model.ContactRoute, error) {
+	routes, err := s.st.Routes(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	chosen := chooseRoutes(routes, sc)
+	if len(routes) > 0 && len(chosen) == 0 {
+		return nil, model.Invalid("send_ctx.tunnel_did", fmt.Sprintf("%s has no route through %s (its routes go through %s)",
+			target, sc.TunnelDID, strings.Join(routeTunnels(routes), ", ")))
+	}
+	return chosen, nil
+}
+
+// checkSendRoutes fails as planPostSend would on the routes of c's
+// recipients; a delayed send is checked so when it is sent, not only when
+// it comes due.
+func (s *Service) checkSendRoutes(ctx context.Context, c *checked, sc *wire.SendCtx) error {
+	if sc == nil || sc.TunnelDID == "" {
+		return nil
+	}
+	for _, target := range c.sendTargets() {
+		if _, err := s.sendRoutes(ctx, target, sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routeTunnels lists the tunnels of routes, each once.
+func routeTunnels(routes []model.ContactRoute) []string {
+	var out []string
+	for _, r := range routes {
+		if !slices.Contains(out, r.TunnelDID) {
+			out = append(out, r.TunnelDID)
+		}
+	}
+	return out
 }
 
 // chooseRoutes picks the routes a post_send uses for one recipient: those

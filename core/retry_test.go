@@ -222,3 +222,56 @@ func TestRedriveBoxOldestFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestSendToAnUnroutedTunnel: a post_send that asks for a tunnel the
+// recipient has no route through is refused, naming send_ctx.tunnel_did,
+// and stores nothing, delayed or not: it used to land in the recipient's
+// local INBOX, where an external recipient never reads. A delayed send
+// whose route goes before it is due is dropped then, and does not hold up
+// the delayed messages after it.
+func TestSendToAnUnroutedTunnel(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	routedSend(t, s) // did:ext:bob through the tunnel; alice's OUTBOX holds one record
+	alice := agent("did:alice")
+	for _, delay := range []*int64{nil, ptr(int64(3_600_000))} {
+		_, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:ext:bob"}, "typo"),
+			SendCtx: &wire.SendCtx{TunnelDID: "did:tunnel:typo"}, DelayMS: delay})
+		var me *model.Error
+		if !errors.Is(err, model.ErrInvalid) || !errors.As(err, &me) || me.Field != "send_ctx.tunnel_did" {
+			t.Fatalf("send through a tunnel without a route (delay %v): %v; want invalid send_ctx.tunnel_did", delay, err)
+		}
+	}
+	if got := syncAll(t, s, "did:ext:bob", model.Inbox); len(got) != 0 {
+		t.Fatalf("did:ext:bob's local INBOX holds %q", texts(got))
+	}
+	if got := syncAll(t, s, "did:alice", model.Outbox); len(got) != 1 {
+		t.Fatalf("alice's OUTBOX holds %q, want only the first send", texts(got))
+	}
+	if sc, err := s.Scheduled(ctx, admin, "", 10); err != nil || sc.Count != 0 {
+		t.Fatalf("scheduled after the refused delayed send: %+v, %v", sc, err)
+	}
+
+	// Due after its route went: dropped, and the next one is delivered.
+	if _, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:ext:bob"}, "routed, later"),
+		SendCtx: &wire.SendCtx{TunnelDID: tunnel.DID}, DelayMS: ptr(int64(1000))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:carol"}, "local, later"),
+		DelayMS: ptr(int64(2000))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetRoutes(ctx, admin, "did:ext:bob", []model.ContactRoute{{TunnelDID: "did:tunnel:slack", Address: "C1", Platform: "slack"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FlushScheduled(ctx, admin, &wire.FlushRequest{}); err != nil {
+		t.Fatalf("flush with an entry that no longer plans: %v", err)
+	}
+	if got := texts(syncAll(t, s, "did:carol", model.Inbox)); len(got) != 1 || got[0] != "local, later" {
+		t.Fatalf("carol's INBOX after the flush holds %q", got)
+	}
+	if sc, err := s.Scheduled(ctx, admin, "", 10); err != nil || sc.Count != 0 {
+		t.Fatalf("scheduled after the flush: %+v, %v", sc, err)
+	}
+}

@@ -138,6 +138,9 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	if err := s.canSpeakFor(ctx, who, c); err != nil {
 		return nil, err
 	}
+	if err := s.checkSendRoutes(ctx, c, req.SendCtx); err != nil {
+		return nil, err
+	}
 	var res *wire.PostSendResult
 	due, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx},
 		func(now int64) (p *store.Plan, err error) {
