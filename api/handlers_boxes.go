@@ -56,6 +56,13 @@ func (a *API) listRecords(w http.ResponseWriter, r *http.Request, who model.Iden
 	if q.CursorSortKey, err = queryInt(r, "cursor_sort_key"); err != nil {
 		return err
 	}
+	// A cursor is a position in (sort_key, record_id) order, and the
+	// store reads no cursor without its record id: a sort key alone would
+	// page from the start again, forever. (A record id alone is sort key
+	// 0, which a page's next cursor leaves out.)
+	if r.URL.Query().Get("cursor_sort_key") != "" && q.CursorRecordID == "" {
+		return model.Invalid("cursor_record_id", "is required with cursor_sort_key: pass both from the last page's next_cursor_sort_key and next_cursor_record_id")
+	}
 	if q.Limit, err = queryLimit(r); err != nil {
 		return err
 	}

@@ -284,6 +284,7 @@ func TestHTTPListRecords(t *testing.T) {
 			c("bad order", "?order=sideways", "order"),
 			c("unknown state", "?state=UNREAD,NOPE", "state"),
 			c("cursor_sort_key not a number", "?cursor_sort_key=x&cursor_record_id=y", "cursor_sort_key"),
+			c("cursor_sort_key alone", "?cursor_sort_key=-5", "cursor_record_id"),
 			c("with_object not a bool", "?with_object=maybe", "with_object"),
 			{name: "unknown box", method: "GET", path: boxPath(didAlice, "NOPE", "records"), token: e.alice, status: 400, code: wire.CodeInvalid, field: "box"},
 			{name: "bob reads alice's", method: "GET", path: boxPath(didAlice, model.Inbox, "records"), token: e.bob, status: 403, code: wire.CodeForbidden},
