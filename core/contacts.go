@@ -109,12 +109,9 @@ func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string,
 	if len(routes) > MaxRoutes {
 		return nil, model.Invalid("routes", fmt.Sprintf("at most %d routes", MaxRoutes))
 	}
-	for i, r := range routes {
-		if err := message.CheckDID(fmt.Sprintf("routes[%d].tunnel_did", i), r.TunnelDID, true); err != nil {
+	for i := range routes {
+		if err := checkContactRoute(fmt.Sprintf("routes[%d]", i), &routes[i]); err != nil {
 			return nil, err
-		}
-		if r.Address == "" && r.ChatID == "" {
-			return nil, model.Invalid(fmt.Sprintf("routes[%d].address", i), "give an address or a chat_id")
 		}
 	}
 	if err := s.st.SetRoutes(ctx, did, routes); err != nil {

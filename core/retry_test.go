@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,5 +274,62 @@ func TestSendToAnUnroutedTunnel(t *testing.T) {
 	}
 	if sc, err := s.Scheduled(ctx, admin, "", 10); err != nil || sc.Count != 0 {
 		t.Fatalf("scheduled after the flush: %+v, %v", sc, err)
+	}
+}
+
+// TestDispatchChecksIngress: a dispatch's ingress_ctx is stored as the
+// route of every record it makes, so it is checked like a route, and a
+// tunnel may not dispatch in another tunnel's name. A refused dispatch
+// stores nothing.
+func TestDispatchChecksIngress(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	long := strings.Repeat("a", maxRouteText+1)
+	many := map[string]string{}
+	for i := range maxExtIDs + 1 {
+		many[fmt.Sprint("k", i)] = "v"
+	}
+	cases := []struct {
+		name  string
+		who   model.Identity
+		in    model.Route
+		field string
+		kind  error
+	}{
+		{"tunnel did with a space", tunnel, model.Route{TunnelDID: "did:tunnel:a b"}, "ingress_ctx.tunnel_did", model.ErrInvalid},
+		{"another tunnel", tunnel, model.Route{TunnelDID: "did:tunnel:other"}, "", model.ErrForbidden},
+		{"target did with a control character", tunnel, model.Route{TargetDID: "did:x\x01"}, "ingress_ctx.target_did", model.ErrInvalid},
+		{"address too long", tunnel, model.Route{Address: long}, "ingress_ctx.address", model.ErrInvalid},
+		{"chat id with a newline", tunnel, model.Route{ChatID: "c\n1"}, "ingress_ctx.chat_id", model.ErrInvalid},
+		{"too many ext ids", tunnel, model.Route{ExtIDs: many}, "ingress_ctx.ext_ids", model.ErrInvalid},
+		{"ext id too long", tunnel, model.Route{ExtIDs: map[string]string{"tg": long}}, "ingress_ctx.ext_ids.tg", model.ErrInvalid},
+	}
+	for _, tc := range cases {
+		_, err := s.Dispatch(ctx, tc.who, &wire.DispatchRequest{Msg: chat("did:ext:u", []string{"did:r"}, tc.name), IngressCtx: &tc.in})
+		var me *model.Error
+		if !errors.Is(err, tc.kind) || !errors.As(err, &me) || me.Field != tc.field {
+			t.Errorf("%s: %v; want %v on field %q", tc.name, err, tc.kind, tc.field)
+		}
+	}
+	if got := syncAll(t, s, "did:r", model.Inbox); len(got) != 0 {
+		t.Fatalf("refused dispatches stored %q", texts(got))
+	}
+	for _, ok := range []struct {
+		who model.Identity
+		in  model.Route
+	}{{tunnel, model.Route{TunnelDID: tunnel.DID, Address: "tg:1", ExtIDs: map[string]string{"tg": "42"}}},
+		{admin, model.Route{TunnelDID: "did:tunnel:other", Address: "tg:2"}}} {
+		if _, err := s.Dispatch(ctx, ok.who, &wire.DispatchRequest{Msg: chat("did:ext:u", []string{"did:r"}, "ok "+ok.in.Address), IngressCtx: &ok.in}); err != nil {
+			t.Fatalf("dispatch as %s with %+v: %v", ok.who.DID, ok.in, err)
+		}
+	}
+	if got := syncAll(t, s, "did:r", model.Inbox); len(got) != 2 || got[0].Record.Route == nil || got[0].Record.Route.Address != "tg:1" {
+		t.Fatalf("accepted dispatches stored %+v", got)
+	}
+	_, err := s.SetRoutes(ctx, admin, "did:ext:bob", []model.ContactRoute{{TunnelDID: tunnel.DID, Address: long}})
+	var me *model.Error
+	if !errors.Is(err, model.ErrInvalid) || !errors.As(err, &me) || me.Field != "routes[0].address" {
+		t.Fatalf("a route with a %d-byte address: %v", len(long), err)
 	}
 }

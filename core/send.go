@@ -104,6 +104,9 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if who.Role != model.RoleAdmin && who.Role != model.RoleTunnel {
 		return nil, model.Forbidden("dispatch needs a tunnel or admin token; agents send with post_send")
 	}
+	if err := checkIngress(who, req.IngressCtx); err != nil {
+		return nil, err
+	}
 	c, err := s.check(ctx, req.Msg)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,92 @@
+package core
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+)
+
+// Bounds on the platform-side parts of a route (an address, a chat id, …):
+// they are stored on every record that goes through the route, so one
+// request must not be able to make them arbitrarily large.
+const (
+	maxRouteText = 512
+	maxExtIDs    = 16
+)
+
+// checkRouteText checks one platform-side value of a route: valid UTF-8,
+// no control characters, at most maxRouteText bytes.
+func checkRouteText(field, v string) error {
+	if len(v) > maxRouteText {
+		return model.Invalid(field, fmt.Sprintf("is %d bytes, at most %d allowed", len(v), maxRouteText))
+	}
+	if !utf8.ValidString(v) {
+		return model.Invalid(field, "is not valid UTF-8")
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return model.Invalid(field, "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// checkContactRoute checks one of a DID's routes; prefix names it
+// ("routes[2]").
+func checkContactRoute(prefix string, r *model.ContactRoute) error {
+	if err := message.CheckDID(prefix+".tunnel_did", r.TunnelDID, true); err != nil {
+		return err
+	}
+	if r.Address == "" && r.ChatID == "" {
+		return model.Invalid(prefix+".address", "give an address or a chat_id")
+	}
+	for _, f := range []struct{ name, v string }{{"address", r.Address}, {"platform", r.Platform},
+		{"chat_id", r.ChatID}, {"account_id", r.AccountID}, {"mode", r.Mode}} {
+		if err := checkRouteText(prefix+"."+f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkIngress checks a dispatch's ingress_ctx, which is stored as the
+// route of every record the dispatch makes. A tunnel speaks only for
+// itself: it may leave tunnel_did out, or name itself.
+func checkIngress(who model.Identity, r *model.Route) error {
+	if r == nil {
+		return nil
+	}
+	if err := message.CheckDID("ingress_ctx.tunnel_did", r.TunnelDID, false); err != nil {
+		return err
+	}
+	if who.Role == model.RoleTunnel && r.TunnelDID != "" && r.TunnelDID != who.DID {
+		return model.Forbidden(fmt.Sprintf("%s may dispatch only as itself, not with ingress_ctx.tunnel_did %s", who.DID, r.TunnelDID))
+	}
+	if err := message.CheckDID("ingress_ctx.target_did", r.TargetDID, false); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, v string }{{"address", r.Address}, {"platform", r.Platform},
+		{"chat_id", r.ChatID}, {"account_id", r.AccountID}, {"mode", r.Mode}} {
+		if err := checkRouteText("ingress_ctx."+f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if len(r.ExtIDs) > maxExtIDs {
+		return model.Invalid("ingress_ctx.ext_ids", fmt.Sprintf("at most %d ids", maxExtIDs))
+	}
+	for k, v := range r.ExtIDs {
+		if k == "" {
+			return model.Invalid("ingress_ctx.ext_ids", "a key must not be empty")
+		}
+		if err := checkRouteText("ingress_ctx.ext_ids", k); err != nil {
+			return err
+		}
+		if err := checkRouteText("ingress_ctx.ext_ids."+k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
