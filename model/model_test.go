@@ -33,6 +33,12 @@ func TestTransitionTable(t *testing.T) {
 		{TunnelOutbox, Unread, Reading, false},
 		{Outbox, Sent, Archived, true},
 		{Outbox, Sent, Unread, false},
+		// An archived OUTBOX copy goes back to SENT, never to a state it
+		// could be claimed or counted unread in.
+		{Outbox, Archived, Sent, true},
+		{Outbox, Archived, Unread, false},
+		{Outbox, Archived, Readed, false},
+		{Inbox, Archived, Sent, false},
 	}
 	for _, tc := range cases {
 		if got := CanTransition(tc.box, tc.from, tc.to); got != tc.ok {

@@ -5,19 +5,26 @@ import "fmt"
 // transitions is the one table of allowed state changes, per box family.
 // Everything that changes a record's state (claims, acks, failures, lease
 // expiry, redrive, user updates) is checked against it.
-var transitions = map[bool]map[State][]State{
-	// inbox family: INBOX, GROUP_INBOX, REQUEST_BOX, OUTBOX
-	false: {
+var transitions = map[family]map[State][]State{
+	// INBOX, GROUP_INBOX, REQUEST_BOX and consumers' boxes.
+	inboxFamily: {
 		Unread:   {Reading, Readed, Dead, Archived, Deleted},
 		Reading:  {Readed, Unread, Dead, Archived, Deleted},
 		Readed:   {Unread, Archived, Deleted},
 		Dead:     {Unread, Archived, Deleted},
 		Archived: {Unread, Readed, Deleted},
-		Sent:     {Archived, Deleted}, // the author's OUTBOX copy
 		Deleted:  {},
 	},
-	// outbound family: TUNNEL_OUTBOX
-	true: {
+	// The author's OUTBOX copy: sent, and nothing to read or claim, so
+	// archiving it and back is all it can do (it was in the inbox family,
+	// where an archived copy could become UNREAD and then be claimed).
+	outboxFamily: {
+		Sent:     {Archived, Deleted},
+		Archived: {Sent, Deleted},
+		Deleted:  {},
+	},
+	// TUNNEL_OUTBOX.
+	outboundFamily: {
 		Wait:     {Sending, Dead, Archived, Deleted},
 		Sending:  {Sent, Wait, Failed, Dead, Archived, Deleted},
 		Failed:   {Wait, Dead, Archived, Deleted},
@@ -28,10 +35,28 @@ var transitions = map[bool]map[State][]State{
 	},
 }
 
+type family int
+
+const (
+	inboxFamily family = iota
+	outboxFamily
+	outboundFamily
+)
+
+func familyOf(b BoxKind) family {
+	switch {
+	case b.IsOutbound():
+		return outboundFamily
+	case b == Outbox:
+		return outboxFamily
+	}
+	return inboxFamily
+}
+
 // CanTransition reports whether a record of box b may move from one state
 // to another.
 func CanTransition(b BoxKind, from, to State) bool {
-	for _, s := range transitions[b.IsOutbound()][from] {
+	for _, s := range transitions[familyOf(b)][from] {
 		if s == to {
 			return true
 		}
@@ -53,7 +78,7 @@ func CheckTransition(b BoxKind, from, to State) error {
 func StatesOf(b BoxKind) []State {
 	var out []State
 	for _, s := range States {
-		if _, ok := transitions[b.IsOutbound()][s]; ok {
+		if _, ok := transitions[familyOf(b)][s]; ok {
 			out = append(out, s)
 		}
 	}
