@@ -8,8 +8,11 @@ import (
 )
 
 func (a *API) events(w http.ResponseWriter, r *http.Request, who model.Identity) error {
-	q := wire.EventQuery{Owner: r.URL.Query().Get("owner")}
+	var q wire.EventQuery
 	var err error
+	if q.Owner, err = queryDID(r, "owner"); err != nil {
+		return err
+	}
 	if q.After, err = queryInt(r, "after"); err != nil {
 		return err
 	}
@@ -29,7 +32,11 @@ func (a *API) scheduled(w http.ResponseWriter, r *http.Request, who model.Identi
 	if err != nil {
 		return err
 	}
-	res, err := a.svc.Scheduled(r.Context(), who, r.URL.Query().Get("recipient"), limit)
+	recipient, err := queryDID(r, "recipient")
+	if err != nil {
+		return err
+	}
+	res, err := a.svc.Scheduled(r.Context(), who, recipient, limit)
 	if err != nil {
 		return err
 	}

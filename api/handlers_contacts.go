@@ -21,9 +21,14 @@ func (a *API) setReceipt(w http.ResponseWriter, r *http.Request, who model.Ident
 }
 
 func (a *API) listReceipts(w http.ResponseWriter, r *http.Request, who model.Identity) error {
-	q := wire.ReceiptQuery{MsgID: r.URL.Query().Get("msg_id"), GroupID: r.URL.Query().Get("group_id"),
-		Reader: r.URL.Query().Get("reader")}
+	q := wire.ReceiptQuery{MsgID: r.URL.Query().Get("msg_id")}
 	var err error
+	if q.GroupID, err = queryDID(r, "group_id"); err != nil {
+		return err
+	}
+	if q.Reader, err = queryDID(r, "reader"); err != nil {
+		return err
+	}
 	if q.Limit, err = queryLimit(r); err != nil {
 		return err
 	}

@@ -82,6 +82,7 @@ func TestHTTPEvents(t *testing.T) {
 			c("limit too big", "limit=1001", e.admin, 400, inv, "limit"),
 			c("negative limit", "limit=-1", e.admin, 400, inv, "limit"),
 			c("alice reads bob's events", "owner=did:bob", e.alice, 403, wire.CodeForbidden, ""),
+			c("owner not a DID", "owner=did%20x%00", e.admin, 400, inv, "owner"),
 		})
 	})
 }
@@ -168,6 +169,8 @@ func TestHTTPScheduled(t *testing.T) {
 			g("agent lists", "", e.alice, 403, wire.CodeForbidden, ""),
 			g("tunnel lists", "", e.tunnel, 403, wire.CodeForbidden, ""),
 			f("flush malformed JSON", `{"recipient"`, e.admin, 400, inv, ""),
+			g("recipient not a DID", "?recipient=did%20x", e.admin, 400, inv, "recipient"),
+			f("flush recipient not a DID", `{"recipient":"did x"}`, e.admin, 400, inv, "recipient"),
 			f("flush unknown field", `{"all":true}`, e.admin, 400, inv, "all"),
 			f("flush recipient wrong type", `{"recipient":["did:bob"]}`, e.admin, 400, inv, "recipient"),
 			f("agent flushes", `{}`, e.alice, 403, wire.CodeForbidden, ""),

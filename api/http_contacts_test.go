@@ -123,6 +123,8 @@ func TestHTTPReadReceipts(t *testing.T) {
 			g("negative limit", e.admin, "reader=did:bob&limit=-1", 400, inv, "limit"),
 			g("limit not a number", e.admin, "reader=did:bob&limit=x", 400, inv, "limit"),
 			g("alice lists bob's", e.alice, "reader=did:bob", 403, wire.CodeForbidden, ""),
+			g("reader not a DID", e.admin, "reader=did%20x%00", 400, inv, "reader"),
+			g("group_id not a DID", e.admin, "group_id=did%20g", 400, inv, "group_id"),
 			g("alice lists a group she is not in", e.alice, "group_id="+url.QueryEscape(didGroup2), 403, wire.CodeForbidden, ""),
 			g("carol lists a message she does not hold", e.carol, "msg_id="+url.QueryEscape(dm), 403, wire.CodeForbidden, ""),
 		})

@@ -28,6 +28,16 @@ func pathBox(r *http.Request) (string, model.BoxKind, error) {
 	return owner, box, err
 }
 
+// queryDID reads an optional DID filter: one that cannot be a DID would
+// match nothing, which a caller could not tell from an empty result.
+func queryDID(r *http.Request, name string) (string, error) {
+	v := r.URL.Query().Get(name)
+	if err := message.CheckDID(name, v, false); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
 func queryInt(r *http.Request, name string) (int64, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {

@@ -192,7 +192,10 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Iden
 	if err != nil {
 		return err
 	}
-	owner := r.URL.Query().Get("owner")
+	owner, err := queryDID(r, "owner")
+	if err != nil {
+		return err
+	}
 	src := &source{
 		kind:  streamKindEvents,
 		watch: a.svc.WatchEvents,

@@ -149,6 +149,9 @@ func (s *Service) FlushScheduled(ctx context.Context, who model.Identity, req *w
 	if err := requireAdmin(who, "flushing scheduled messages"); err != nil {
 		return nil, err
 	}
+	if err := message.CheckDID("recipient", req.Recipient, false); err != nil {
+		return nil, err
+	}
 	n, err := s.materializeDue(ctx, math.MaxInt64, req.Recipient)
 	if err != nil {
 		return nil, err
