@@ -112,7 +112,7 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, optional boo
 	if dec.More() {
 		return model.Invalid("", "unexpected data after the JSON object")
 	}
-	return nil
+	return checkText(body)
 }
 
 // jsonError turns encoding/json's errors into ones that name the field.

@@ -235,6 +235,17 @@ func TestHTTPPostSend(t *testing.T) {
 			badCase{name: "send_ctx.all_routes wrong type", method: "POST", path: "/v1/post_send", token: e.alice,
 				body:   `{"msg":` + strings.Replace(validMsg, "did:tg:u1", didAlice, 1) + `,"send_ctx":{"all_routes":"yes"}}`,
 				status: 400, code: wire.CodeInvalid, field: "send_ctx.all_routes"},
+			// encoding/json would store these as U+FFFD, under an id the
+			// sender cannot work out from what it sent.
+			badCase{name: "a lone surrogate in the content", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   `{"msg":{"from":"` + didAlice + `","to":["did:bob"],"content":{"content":"\ud800x"}}}`,
+				status: 400, code: wire.CodeInvalid},
+			badCase{name: "a lone surrogate in a recipient", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   `{"msg":{"from":"` + didAlice + `","to":["did:bob\udc00"]}}`,
+				status: 400, code: wire.CodeInvalid},
+			badCase{name: "bytes that are not UTF-8", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   "{\"msg\":{\"from\":\"" + didAlice + "\",\"to\":[\"did:bob\"],\"content\":{\"content\":\"\xff\"}}}",
+				status: 400, code: wire.CodeInvalid},
 		)
 		e.runBad(t, cases)
 	})

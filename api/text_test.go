@@ -1,0 +1,87 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/msgcenter/msgcenter/model"
+)
+
+func TestCheckText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body string
+		bad  bool
+	}{
+		{`{"a":"plain"}`, false},
+		{`{"a":"\ud83d\ude00"}`, false}, // a pair: 😀
+		{`{"a":"\uD83D\uDE00 and \u00e9"}`, false},
+		{`{"a":"\\ud800"}`, false}, // an escaped backslash, then text
+		{`{"a":"\"\ud800"}`, true},
+		{`{"a":"\ud800"}`, true},
+		{`{"a":"\ud800x"}`, true},
+		{`{"a":"\udc00"}`, true},
+		{`{"a":"\ud800\u0041"}`, true},
+		{`{"a":"\ud800\ud800"}`, true},
+		{`{"\ud800":1}`, true}, // keys are strings too
+		{"{\"a\":\"\xff\"}", true},
+	} {
+		err := checkText([]byte(tc.body))
+		if tc.bad != (err != nil) || (err != nil && !errors.Is(err, model.ErrInvalid)) {
+			t.Errorf("checkText(%s) = %v, want bad %v", tc.body, err, tc.bad)
+		}
+	}
+}
+
+// FuzzLoneSurrogate: whatever the input, no panic; JSON that encoding/json
+// writes (never a lone surrogate) passes; and a body passes only if
+// decoding it into a string and writing it again keeps every character.
+func FuzzLoneSurrogate(f *testing.F) {
+	for _, s := range []string{`"\ud800"`, `"\ud83d\ude00"`, `"\\u"`, `"\u12"`, `"a\"b"`, `"\udc00\ud800"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		at := loneSurrogate(body)
+		if at >= 0 && (at+6 > len(body) || body[at] != '\\' || body[at+1] != 'u') {
+			t.Fatalf("loneSurrogate(%q) = %d, not at an escape", body, at)
+		}
+		var s string
+		if json.Unmarshal(body, &s) != nil || !utf8.Valid(body) {
+			return
+		}
+		again, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loneSurrogate(again) >= 0 {
+			t.Fatalf("encoding/json's own %s has a lone surrogate", again)
+		}
+		// A lone surrogate decodes to U+FFFD; a body without one and
+		// without U+FFFD of its own decodes without one.
+		if at < 0 && !containsRune(body, '\uFFFD') && !hasEscapedFFFD(body) && containsRune([]byte(s), '\uFFFD') {
+			t.Fatalf("%q passed, but decodes to %q", body, s)
+		}
+	})
+}
+
+func containsRune(b []byte, r rune) bool {
+	for _, c := range string(b) {
+		if c == r {
+			return true
+		}
+	}
+	return false
+}
+
+func hasEscapedFFFD(b []byte) bool {
+	for i := 0; i+6 <= len(b); i++ {
+		if b[i] == '\\' && b[i+1] == 'u' {
+			if r, ok := hex4(b, i+2); ok && r == 0xFFFD {
+				return true
+			}
+		}
+	}
+	return false
+}
