@@ -319,7 +319,8 @@ func TestHTTPRedriveRecord(t *testing.T) {
 }
 
 // An expired lease returns the record (the reaper runs inside the server);
-// the old holder's late report is then refused.
+// the old holder's late report is then refused as lease_lost, whether the
+// record waits, was claimed again, or is done.
 func TestHTTPLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -340,7 +341,7 @@ func TestHTTPLeaseExpiry(t *testing.T) {
 	}
 	late := wire.DeliveryRequest{LeaseID: old.Lease.ID, Result: &wire.DeliveryResult{OK: true}}
 	e.runBad(t, []badCase{{name: "late report while waiting", method: "POST", path: recPath(id, "delivery"), token: e.tunnel,
-		body: late, status: 409, code: wire.CodeInvalidTransition}})
+		body: late, status: 409, code: wire.CodeLeaseLost, field: "lease_id"}})
 	e.clock.Advance(2 * time.Second)
 	again := e.claim(t, e.tunnel, didTunnel, model.TunnelOutbox).Record
 	if again.RecordID != id || again.Lease.ID == old.Lease.ID {
@@ -355,6 +356,8 @@ func TestHTTPLeaseExpiry(t *testing.T) {
 	if r := e.deliver(t, e.tunnel, id, wire.DeliveryResult{OK: true, ExternalMsgID: "x"}); r.State != model.Sent || r.Delivery.Attempts != 2 {
 		t.Fatalf("the new holder's ack: %+v", r)
 	}
+	e.runBad(t, []badCase{{name: "late report after the new holder's ack", method: "POST", path: recPath(id, "delivery"), token: e.tunnel,
+		body: late, status: 409, code: wire.CodeLeaseLost, field: "lease_id"}})
 }
 
 // TestHTTPAckNext: a state change or a delivery report with next also

@@ -154,3 +154,41 @@ func TestClaimRules(t *testing.T) {
 		t.Fatalf("lease = %d ms, want 1000", d)
 	}
 }
+
+// TestStaleLeaseIsLeaseLost: once a lease no longer holds its record, a
+// state change naming it is lease_lost, whatever the record's state: a
+// repeated ack, or one after the lease ran out and the record went back
+// to the queue, tells the worker it lost the record, not that the
+// transition is not allowed.
+func TestStaleLeaseIsLeaseLost(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	bob := agent("did:bob")
+	for _, text := range []string{"acked twice", "acked late"} {
+		if _, err := s.PostSend(ctx, agent("did:alice"), &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:bob"}, text)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := func(what string, id, lease string) {
+		t.Helper()
+		_, err := s.SetState(ctx, bob, id, &wire.StateRequest{NewState: model.Readed, LeaseID: lease})
+		var me *model.Error
+		if !errors.Is(err, model.ErrLeaseLost) || !errors.As(err, &me) || me.Field != "lease_id" {
+			t.Fatalf("%s: %v; want lease_lost on lease_id", what, err)
+		}
+	}
+	first := claimOne(t, s, bob, model.Inbox)
+	if _, err := s.SetState(ctx, bob, first.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: first.Record.Lease.ID}); err != nil {
+		t.Fatal(err)
+	}
+	stale("the same ack again", first.Record.RecordID, first.Record.Lease.ID)
+
+	second := claimOne(t, s, bob, model.Inbox)
+	clk.Advance(s.cfg.DefaultLease + time.Second)
+	if _, err := s.ReapExpired(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stale("an ack after the lease ran out", second.Record.RecordID, second.Record.Lease.ID)
+}

@@ -87,14 +87,21 @@ func (s *Service) firstClaim(next *nextCall, u *store.Update) (*firstClaim, stor
 	return f, claimParams(next.who, owner, box, f.tried, next.lease, next.req.Holder)
 }
 
+// requireHeld checks that a worker's ack, failure or lease extension
+// comes while the record is held, by the claim it names if it names one.
+// A lease that does not hold the record is lease_lost, whatever became of
+// the record since (claimed again, back in the queue after the lease ran
+// out, or done): the worker learns it no longer owns it, rather than that
+// the record is in some state it did not expect.
 func (s *Service) requireHeld(rec model.Record, leaseID string) error {
 	held := model.HeldState(rec.BoxKind)
-	if rec.State != held {
+	switch {
+	case leaseID != "" && (rec.State != held || rec.Lease == nil || rec.Lease.ID != leaseID):
+		return &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
+			Message: fmt.Sprintf("this lease no longer holds the record (it is %s now)", rec.State)}
+	case rec.State != held:
 		return &model.Error{Kind: model.ErrInvalidTransition,
 			Message: fmt.Sprintf("the record is %s, not %s: claim it first", rec.State, held)}
-	}
-	if leaseID != "" && (rec.Lease == nil || rec.Lease.ID != leaseID) {
-		return &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id", Message: "this lease no longer holds the record"}
 	}
 	return nil
 }
@@ -110,11 +117,14 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if err != nil {
 		return nil, err
 	}
+	// The lease first, as requireHeld: a holder that lost the record
+	// hears that, not what the record's state now forbids.
+	if req.LeaseID != "" && (rec.Lease == nil || rec.Lease.ID != req.LeaseID) {
+		return nil, &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
+			Message: fmt.Sprintf("this lease no longer holds the record (it is %s now)", rec.State)}
+	}
 	if err := model.CheckTransition(rec.BoxKind, rec.State, to); err != nil {
 		return nil, err
-	}
-	if req.LeaseID != "" && (rec.Lease == nil || rec.Lease.ID != req.LeaseID) {
-		return nil, &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id", Message: "this lease no longer holds the record"}
 	}
 	next, err := s.checkThenNext(ctx, who, rec, req.Next)
 	if err != nil {
