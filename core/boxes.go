@@ -127,7 +127,7 @@ func (s *Service) next(ctx context.Context, p *nextCall) (*wire.RecordWithMsg, e
 			}
 			rec, err = s.claim(ctx, who, owner, box, p.lease, req.Holder)
 		default:
-			rec, err = s.peek(ctx, owner, box, p.states)
+			rec, nextAt, err = s.peek(ctx, owner, box, p.states, tried)
 		}
 		if err == nil {
 			return s.withMsg(ctx, rec, p.withObj)
@@ -299,15 +299,36 @@ func (s *Service) foundEmpty(ctx context.Context, owner string, box model.BoxKin
 	return at, nil
 }
 
-func (s *Service) peek(ctx context.Context, owner string, box model.BoxKind, states []model.State) (model.Record, error) {
-	recs, err := s.st.Sync(ctx, store.SyncParams{Owner: owner, Box: box, States: states, Limit: 1})
-	if err != nil {
-		return model.Record{}, err
+// peekPage is how many records a peek reads at a time while it passes
+// over records still in their retry backoff.
+const peekPage = 100
+
+// peek returns the first record of the box in one of states that a claim
+// could see at nowMS: a record in the claimable state waiting out its
+// retry backoff is not there yet, for a peek as for a claim. When it
+// finds none, nextAt is when the first it passed over becomes visible (0:
+// none), for a waiting peek to look again then.
+func (s *Service) peek(ctx context.Context, owner string, box model.BoxKind, states []model.State, nowMS int64) (rec model.Record, nextAt int64, err error) {
+	claimable := model.ClaimableState(box)
+	for after := int64(0); ; {
+		recs, err := s.st.Sync(ctx, store.SyncParams{Owner: owner, Box: box, States: states, AfterSeq: after, Limit: peekPage})
+		if err != nil {
+			return model.Record{}, 0, err
+		}
+		for _, r := range recs {
+			if at := r.Delivery.NextRetryAtMS; r.State == claimable && at > nowMS {
+				if nextAt == 0 || at < nextAt {
+					nextAt = at
+				}
+				continue
+			}
+			return r, 0, nil
+		}
+		if len(recs) < peekPage {
+			return model.Record{}, nextAt, model.NotFound("record")
+		}
+		after = recs[len(recs)-1].Seq
 	}
-	if len(recs) == 0 {
-		return model.Record{}, model.NotFound("record")
-	}
-	return recs[0], nil
 }
 
 func (s *Service) withMsg(ctx context.Context, rec model.Record, withObj bool) (*wire.RecordWithMsg, error) {

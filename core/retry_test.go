@@ -333,3 +333,36 @@ func TestDispatchChecksIngress(t *testing.T) {
 		t.Fatalf("a route with a %d-byte address: %v", len(long), err)
 	}
 }
+
+// TestPeekPassesOverBackoff: a peek (lock_on_take false) sees what a
+// claim would: not a record waiting out its retry backoff, until the
+// backoff ends.
+func TestPeekPassesOverBackoff(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	id := routedSend(t, s)
+	claimOne(t, s, tunnel, model.TunnelOutbox)
+	if _, err := s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{ErrorCode: "timeout", Retryable: true}}); err != nil {
+		t.Fatal(err)
+	}
+	peek := func() *wire.RecordWithMsg {
+		t.Helper()
+		res, err := s.Next(ctx, tunnel, tunnel.DID, model.TunnelOutbox, &wire.NextRequest{LockOnTake: ptr(false)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if got := peek(); got != nil {
+		t.Fatalf("peek during the backoff = %+v, want nothing (a claim gets nothing)", got.Record)
+	}
+	if got := claimOne(t, s, tunnel, model.TunnelOutbox); got != nil {
+		t.Fatalf("claim during the backoff = %+v", got.Record)
+	}
+	clk.Advance(time.Second)
+	if got := peek(); got == nil || got.Record.RecordID != id || got.Record.State != model.Wait {
+		t.Fatalf("peek after the backoff = %+v, want %s waiting", got, id)
+	}
+}
