@@ -139,14 +139,16 @@ func jsonError(err error) error {
 
 func goTypeName(t string) string {
 	switch {
-	case strings.Contains(t, "int"), strings.Contains(t, "float"):
+	case strings.HasPrefix(t, "[]"):
+		return "array"
+	case strings.Contains(t, "int"):
+		return "integer"
+	case strings.Contains(t, "float"):
 		return "number"
 	case t == "string", strings.HasSuffix(t, "State"), strings.HasSuffix(t, "Role"), strings.HasSuffix(t, "Status"):
 		return "string"
 	case t == "bool":
 		return "boolean"
-	case strings.HasPrefix(t, "[]"):
-		return "array"
 	}
 	return "object"
 }

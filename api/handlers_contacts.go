@@ -79,6 +79,11 @@ func (a *API) unblock(w http.ResponseWriter, r *http.Request, who model.Identity
 }
 
 func (a *API) setBlock(w http.ResponseWriter, r *http.Request, who model.Identity, on bool) error {
+	// Everything is in the path; a body, if any, must be an empty object,
+	// as a body every other route would refuse is refused here too.
+	if err := a.decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
 	res, err := a.svc.Block(r.Context(), who, r.PathValue("owner"), r.PathValue("did"), on)
 	if err != nil {
 		return err

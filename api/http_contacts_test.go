@@ -174,6 +174,10 @@ func TestHTTPBlocks(t *testing.T) {
 			c("alice blocks for bob", "PUT", "/v1/contacts/did:bob/blocks/did:carol", e.alice, 403, wire.CodeForbidden, ""),
 			c("alice unblocks for bob", "DELETE", block, e.alice, 403, wire.CodeForbidden, ""),
 			c("tunnel blocks for bob", "PUT", "/v1/contacts/did:bob/blocks/did:carol", e.tunnel, 403, wire.CodeForbidden, ""),
+			{name: "a body that is not JSON", method: "PUT", path: "/v1/contacts/did:bob/blocks/did:carol", token: e.bob,
+				body: "not json at all", status: 400, code: wire.CodeInvalid},
+			{name: "a body with a field", method: "DELETE", path: block, token: e.bob,
+				body: `{"reason":"x"}`, status: 400, code: wire.CodeInvalid, field: "reason"},
 		})
 		// The refused block did not take and the refused unblock did not
 		// lift bob's block.

@@ -85,3 +85,14 @@ func hasEscapedFFFD(b []byte) bool {
 	}
 	return false
 }
+
+// The type a wrong-typed field wanted, in JSON's words.
+func TestGoTypeName(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"int64": "integer", "*int64": "integer", "float64": "number",
+		"[]model.State": "array", "[]string": "array", "model.State": "string", "bool": "boolean", "wire.SendCtx": "object"} {
+		if got := goTypeName(in); got != want {
+			t.Errorf("goTypeName(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
