@@ -464,10 +464,15 @@ func (e *env) tunnelRecord(t testing.TB, text string) string {
 	return res.Deliveries[0].RecordID
 }
 
-// deliver reports a delivery result for a held record as token.
+// deliver reports a delivery result for a held record as token, under the
+// lease that holds it (the tests of fencing send their own requests).
 func (e *env) deliver(t testing.TB, token, id string, res wire.DeliveryResult) model.Record {
 	t.Helper()
-	return ok[wire.RecordWithMsg](t, e.do(t, "POST", recPath(id, "delivery"), token, wire.DeliveryRequest{Result: &res})).Record
+	req := wire.DeliveryRequest{Result: &res}
+	if l := e.record(t, id).Lease; l != nil {
+		req.LeaseID = l.ID
+	}
+	return ok[wire.RecordWithMsg](t, e.do(t, "POST", recPath(id, "delivery"), token, req)).Record
 }
 
 // deadRecord makes a TUNNEL_OUTBOX record and lets it fail for good.

@@ -191,7 +191,7 @@ func TestHTTPReportDelivery(t *testing.T) {
 	t.Run("with_object false leaves the body out", func(t *testing.T) {
 		e.dispatch(t, chat("did:tg:u1", []string{didAlice}, "bare ack"))
 		held := e.claim(t, e.alice, didAlice, model.Inbox).Record
-		res := e.do(t, "POST", recPath(held.RecordID, "delivery"), e.alice, `{"result":{"ok":true},"with_object":false}`)
+		res := e.do(t, "POST", recPath(held.RecordID, "delivery"), e.alice, `{"result":{"ok":true},"with_object":false,"lease_id":"`+held.Lease.ID+`"}`)
 		got := ok[wire.RecordWithMsg](t, res)
 		if got.Record.State != model.Readed || got.Msg != nil || strings.Contains(string(res.body), "bare ack") {
 			t.Fatalf("ack with with_object false: %s", res)
@@ -254,7 +254,9 @@ func TestHTTPExtendLease(t *testing.T) {
 			t.Fatalf("extended %+v lease %+v", got.Record, l)
 		}
 		now = e.clock.NowMS()
-		got = ok[wire.RecordWithMsg](t, e.do(t, "POST", path, e.tunnel, nil)) // default lease, no lease id
+		e.runBad(t, []badCase{{name: "extension without the lease", method: "POST", path: path, token: e.tunnel,
+			status: 400, code: wire.CodeInvalid, field: "lease_id"}})
+		got = ok[wire.RecordWithMsg](t, e.do(t, "POST", path, e.tunnel, wire.LeaseRequest{LeaseID: held.Lease.ID})) // the default lease
 		if l = got.Record.Lease; l == nil || l.ExpiresAtMS < now+295_000 || l.ExpiresAtMS > now+305_000 {
 			t.Fatalf("default extension %+v", l)
 		}
@@ -286,8 +288,9 @@ func TestHTTPRedriveRecord(t *testing.T) {
 	dead := e.deadRecord(t, "dead one")
 	alive := e.tunnelRecord(t, "alive")
 	e.dispatch(t, chat("did:tg:u1", []string{didBob}, "to bury"))
-	inbox := e.claim(t, e.bob, didBob, model.Inbox).Record.RecordID
-	ok[wire.RecordWithMsg](t, e.do(t, "POST", recPath(inbox, "state"), e.bob, wire.StateRequest{NewState: model.Dead}))
+	held := e.claim(t, e.bob, didBob, model.Inbox).Record
+	inbox := held.RecordID
+	ok[wire.RecordWithMsg](t, e.do(t, "POST", recPath(inbox, "state"), e.bob, wire.StateRequest{NewState: model.Dead, LeaseID: held.Lease.ID}))
 
 	t.Run("bad input", func(t *testing.T) {
 		c := func(name, path, token string, body any, status int, code, field string) badCase {
@@ -379,7 +382,11 @@ func TestHTTPAckNext(t *testing.T) {
 		{name: "next peeks", method: "POST", path: path, token: e.bob, status: 400, code: wire.CodeInvalid, field: "next.lock_on_take",
 			body: wire.StateRequest{NewState: model.Readed, LeaseID: held.Record.Lease.ID, Next: &wire.NextRequest{LockOnTake: ptr(false)}}},
 		{name: "next state filter", method: "POST", path: recPath(held.Record.RecordID, "delivery"), token: e.bob, status: 400, code: wire.CodeInvalid, field: "next.state_filter",
-			body: wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, Next: &wire.NextRequest{StateFilter: []model.State{model.Readed}}}},
+			body: wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, LeaseID: held.Record.Lease.ID, Next: &wire.NextRequest{StateFilter: []model.State{model.Readed}}}},
+		{name: "ack without the lease", method: "POST", path: path, token: e.bob, status: 400, code: wire.CodeInvalid, field: "lease_id",
+			body: wire.StateRequest{NewState: model.Readed}},
+		{name: "report without the lease", method: "POST", path: recPath(held.Record.RecordID, "delivery"), token: e.bob, status: 400, code: wire.CodeInvalid, field: "lease_id",
+			body: wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}}},
 	})
 	if rec := e.record(t, held.Record.RecordID); rec.State != model.Reading {
 		t.Fatalf("a refused request changed the record: %s", rec.State)
@@ -410,7 +417,7 @@ func TestHTTPAckNext(t *testing.T) {
 	}
 	// Nothing within next.wait_ms: no next.
 	last := ok[wire.StateResult](t, e.do(t, "POST", recPath(done.Next.Record.RecordID, "delivery"), e.bob,
-		wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, Next: &wire.NextRequest{WaitMS: 50}}))
+		wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, LeaseID: done.Next.Record.Lease.ID, Next: &wire.NextRequest{WaitMS: 50}}))
 	if last.Record.State != model.Readed || last.Next != nil {
 		t.Fatalf("last report: %+v, next %+v", last.Record, last.Next)
 	}
@@ -423,7 +430,7 @@ func TestHTTPAckNext(t *testing.T) {
 	closed := make(chan resp, 1)
 	go func() {
 		r, err := e2.try("POST", recPath(h.Record.RecordID, "state"), e2.bob,
-			wire.StateRequest{NewState: model.Readed, Next: &wire.NextRequest{WaitMS: 60_000}})
+			wire.StateRequest{NewState: model.Readed, LeaseID: h.Record.Lease.ID, Next: &wire.NextRequest{WaitMS: 60_000}})
 		if err != nil {
 			r = resp{status: -1, body: []byte(err.Error())}
 		}

@@ -43,8 +43,9 @@ func (c *Client) ReportDelivery(ctx context.Context, recordID string, req *wire.
 	return &out, nil
 }
 
-// Ack reports a successful delivery of a held record. leaseID and
-// externalMsgID are optional.
+// Ack reports a successful delivery of a held record, by the claim whose
+// leaseID holds it (the server requires it unless the token is an
+// admin's). externalMsgID is optional.
 func (c *Client) Ack(ctx context.Context, recordID, leaseID, externalMsgID string) (*wire.RecordWithMsg, error) {
 	r, err := c.ReportDelivery(ctx, recordID, &wire.DeliveryRequest{
 		Result:  &wire.DeliveryResult{OK: true, ExternalMsgID: externalMsgID},

@@ -63,7 +63,7 @@ func TestAckNextWhenTheClaimFails(t *testing.T) {
 	bob := agent("did:bob")
 	held := sendAndClaim(t, s, bob, "one", "two", "three")
 	st.broken = true
-	res, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, Next: &wire.NextRequest{}})
+	res, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: held.Record.Lease.ID, Next: &wire.NextRequest{}})
 	var ne *NextError
 	if !errors.As(err, &ne) || !errors.Is(err, errDisk) || res == nil || res.Record.State != model.Readed || res.Next != nil {
 		t.Fatalf("SetState = %+v, %v; want the acked record and a NextError", res, err)
@@ -84,7 +84,7 @@ func TestAckNextWhenTheClaimFails(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { time.Sleep(500 * time.Millisecond); cancel() }()
-	res, err = s.ReportDelivery(gone, bob, second.Record.RecordID, &wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true}, Next: &wire.NextRequest{WaitMS: 30_000}})
+	res, err = s.ReportDelivery(gone, bob, second.Record.RecordID, &wire.DeliveryRequest{LeaseID: second.Record.Lease.ID, Result: &wire.DeliveryResult{OK: true}, Next: &wire.NextRequest{WaitMS: 30_000}})
 	if err != nil || res.Record.State != model.Readed || res.Next != nil {
 		t.Fatalf("report whose next was canceled = %+v, %v; want the acked record, no next, no error", res, err)
 	}
@@ -123,7 +123,7 @@ func TestAckNextFailsWholeBeforeItsClaim(t *testing.T) {
 	bob := agent("did:bob")
 	held := sendAndClaim(t, s, bob, "one", "two")
 	st.armed = true
-	if res, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, Next: &wire.NextRequest{}}); !errors.Is(err, errDisk) {
+	if res, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: held.Record.Lease.ID, Next: &wire.NextRequest{}}); !errors.Is(err, errDisk) {
 		t.Fatalf("SetState with next while the body cannot be read = %+v, %v; want the read's error", res, err)
 	}
 	recs, err := st.Sync(ctx, store.SyncParams{Owner: bob.DID, Box: model.Inbox, Limit: 10})
@@ -146,7 +146,7 @@ func TestAckNextClaimIsAClaim(t *testing.T) {
 	s := New(st, Config{Metrics: m})
 	bob := agent("did:bob")
 	held := sendAndClaim(t, s, bob, "one", "two")
-	res, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, Next: &wire.NextRequest{}})
+	res, err := s.SetState(ctx, bob, held.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: held.Record.Lease.ID, Next: &wire.NextRequest{}})
 	if err != nil || res.Next == nil {
 		t.Fatalf("ack with next: %+v, %v", res, err)
 	}
@@ -164,7 +164,7 @@ func TestAckNextClaimIsAClaim(t *testing.T) {
 		return ok
 	})
 	before := st.claims.Load()
-	res, err = s.SetState(ctx, bob, res.Next.Record.RecordID, &wire.StateRequest{NewState: model.Readed, Next: &wire.NextRequest{WaitMS: 50}})
+	res, err = s.SetState(ctx, bob, res.Next.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: res.Next.Record.Lease.ID, Next: &wire.NextRequest{WaitMS: 50}})
 	if err != nil || res.Record.State != model.Readed || res.Next != nil {
 		t.Fatalf("ack with next at an empty box: %+v, %v", res, err)
 	}

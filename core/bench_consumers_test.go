@@ -73,7 +73,7 @@ func BenchmarkPurge(b *testing.B) {
 			if r == nil {
 				break
 			}
-			if _, err := s.SetState(ctx, owner, r.Record.RecordID, &wire.StateRequest{NewState: model.Readed}); err != nil {
+			if _, err := s.SetState(ctx, owner, r.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: r.Record.Lease.ID}); err != nil {
 				b.Fatal(err)
 			}
 		}

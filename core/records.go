@@ -88,12 +88,12 @@ func (s *Service) firstClaim(next *nextCall, u *store.Update) (*firstClaim, stor
 }
 
 // requireHeld checks that a worker's ack, failure or lease extension
-// comes while the record is held, by the claim it names if it names one.
-// A lease that does not hold the record is lease_lost, whatever became of
-// the record since (claimed again, back in the queue after the lease ran
-// out, or done): the worker learns it no longer owns it, rather than that
-// the record is in some state it did not expect.
-func (s *Service) requireHeld(rec model.Record, leaseID string) error {
+// comes from the claim that holds the record. A lease that does not hold
+// it is lease_lost, whatever became of the record since (claimed again,
+// back in the queue after the lease ran out, or done): the worker learns
+// it no longer owns it, rather than that the record is in some state it
+// did not expect.
+func (s *Service) requireHeld(who model.Identity, rec model.Record, leaseID string) error {
 	held := model.HeldState(rec.BoxKind)
 	switch {
 	case leaseID != "" && (rec.State != held || rec.Lease == nil || rec.Lease.ID != leaseID):
@@ -103,7 +103,23 @@ func (s *Service) requireHeld(rec model.Record, leaseID string) error {
 		return &model.Error{Kind: model.ErrInvalidTransition,
 			Message: fmt.Sprintf("the record is %s, not %s: claim it first", rec.State, held)}
 	}
-	return nil
+	return requireLease(who, rec, leaseID)
+}
+
+// requireLease refuses a change to a held record that does not name the
+// claim holding it. The lease is what tells one claim from the next:
+// workers often share a DID, and one whose lease ran out while it worked
+// must not finish a record another worker has claimed since, which it
+// could by naming no lease at all. An admin, acting by hand, may.
+func requireLease(who model.Identity, rec model.Record, leaseID string) error {
+	if leaseID != "" || isAdmin(who) || rec.State != model.HeldState(rec.BoxKind) {
+		return nil
+	}
+	until := ""
+	if rec.Lease != nil {
+		until = " until " + rfc3339(rec.Lease.ExpiresAtMS)
+	}
+	return model.Invalid("lease_id", fmt.Sprintf("is required: the record is held by a claim%s; give the lease_id the claim returned", until))
 }
 
 // SetState is update_record_state: a user-driven transition checked
@@ -124,6 +140,9 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 			Message: fmt.Sprintf("this lease no longer holds the record (it is %s now)", rec.State)}
 	}
 	if err := model.CheckTransition(rec.BoxKind, rec.State, to); err != nil {
+		return nil, err
+	}
+	if err := requireLease(who, rec, req.LeaseID); err != nil {
 		return nil, err
 	}
 	next, err := s.checkThenNext(ctx, who, rec, req.Next)
@@ -172,7 +191,7 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireHeld(rec, req.LeaseID); err != nil {
+	if err := s.requireHeld(who, rec, req.LeaseID); err != nil {
 		return nil, err
 	}
 	next, err := s.checkThenNext(ctx, who, rec, req.Next)
@@ -341,7 +360,7 @@ func (s *Service) ExtendLease(ctx context.Context, who model.Identity, recordID 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireHeld(rec, req.LeaseID); err != nil {
+	if err := s.requireHeld(who, rec, req.LeaseID); err != nil {
 		return nil, err
 	}
 	now := s.nowMS()

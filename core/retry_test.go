@@ -30,6 +30,13 @@ func routedSend(t *testing.T, s *Service) string {
 	return res.Deliveries[0].RecordID
 }
 
+// leased is req with the lease of the claim got.
+func leased(req *wire.DeliveryRequest, got *wire.RecordWithMsg) *wire.DeliveryRequest {
+	r := *req
+	r.LeaseID = got.Record.Lease.ID
+	return &r
+}
+
 func claimOne(t *testing.T, s *Service, who model.Identity, box model.BoxKind) *wire.RecordWithMsg {
 	t.Helper()
 	res, err := s.Next(context.Background(), who, who.DID, box, &wire.NextRequest{})
@@ -51,7 +58,7 @@ func TestRetryBackoffThenDeadThenRedrive(t *testing.T) {
 		if got == nil || got.Record.RecordID != id {
 			t.Fatalf("attempt %d: claim = %+v", attempt+1, got)
 		}
-		res, err := s.ReportDelivery(ctx, tunnel, id, fail)
+		res, err := s.ReportDelivery(ctx, tunnel, id, leased(fail, got))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,8 +71,8 @@ func TestRetryBackoffThenDeadThenRedrive(t *testing.T) {
 		}
 		clk.Advance(backoff)
 	}
-	claimOne(t, s, tunnel, model.TunnelOutbox)
-	res, err := s.ReportDelivery(ctx, tunnel, id, fail)
+	last := claimOne(t, s, tunnel, model.TunnelOutbox)
+	res, err := s.ReportDelivery(ctx, tunnel, id, leased(fail, last))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +91,7 @@ func TestRetryBackoffThenDeadThenRedrive(t *testing.T) {
 	if got == nil || got.Record.Delivery.Attempts != 0 {
 		t.Fatalf("after redrive: %+v", got)
 	}
-	res, err = s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: true, ExternalMsgID: "tg-1"}})
+	res, err = s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{LeaseID: got.Record.Lease.ID, Result: &wire.DeliveryResult{OK: true, ExternalMsgID: "tg-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +106,8 @@ func TestRetryAfterAndNonRetryable(t *testing.T) {
 	s := newService(t, clk)
 	ctx := context.Background()
 	id := routedSend(t, s)
-	claimOne(t, s, tunnel, model.TunnelOutbox)
-	res, err := s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{
+	got := claimOne(t, s, tunnel, model.TunnelOutbox)
+	res, err := s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{LeaseID: got.Record.Lease.ID, Result: &wire.DeliveryResult{
 		ErrorCode: "429", Retryable: true, RetryAfterMS: 30_000}})
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +116,8 @@ func TestRetryAfterAndNonRetryable(t *testing.T) {
 		t.Fatalf("next retry %d, want %d (retry_after beats the 1 s backoff)", res.Record.Delivery.NextRetryAtMS, want)
 	}
 	clk.Advance(30 * time.Second)
-	claimOne(t, s, tunnel, model.TunnelOutbox)
-	res, err = s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{ErrorCode: "403", ErrorMessage: "bot was blocked"}})
+	got = claimOne(t, s, tunnel, model.TunnelOutbox)
+	res, err = s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{LeaseID: got.Record.Lease.ID, Result: &wire.DeliveryResult{ErrorCode: "403", ErrorMessage: "bot was blocked"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +217,8 @@ func TestRedriveBoxOldestFirst(t *testing.T) {
 			t.Fatalf("send %d: %+v, %v", i, res, err)
 		}
 		sent = append(sent, res.Deliveries[0].RecordID)
-		claimOne(t, s, tunnel, model.TunnelOutbox)
-		fail := &wire.DeliveryRequest{Result: &wire.DeliveryResult{ErrorCode: "bad_chat"}}
+		got := claimOne(t, s, tunnel, model.TunnelOutbox)
+		fail := &wire.DeliveryRequest{LeaseID: got.Record.Lease.ID, Result: &wire.DeliveryResult{ErrorCode: "bad_chat"}}
 		if r, err := s.ReportDelivery(ctx, tunnel, res.Deliveries[0].RecordID, fail); err != nil || r.Record.State != model.Dead {
 			t.Fatalf("failing send %d: %+v, %v", i, r, err)
 		}
@@ -343,8 +350,8 @@ func TestPeekPassesOverBackoff(t *testing.T) {
 	s := newService(t, clk)
 	ctx := context.Background()
 	id := routedSend(t, s)
-	claimOne(t, s, tunnel, model.TunnelOutbox)
-	if _, err := s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{ErrorCode: "timeout", Retryable: true}}); err != nil {
+	got := claimOne(t, s, tunnel, model.TunnelOutbox)
+	if _, err := s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{LeaseID: got.Record.Lease.ID, Result: &wire.DeliveryResult{ErrorCode: "timeout", Retryable: true}}); err != nil {
 		t.Fatal(err)
 	}
 	peek := func() *wire.RecordWithMsg {

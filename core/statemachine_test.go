@@ -18,8 +18,9 @@ type modelRec struct {
 	id        string
 	state     model.State
 	attempts  int
-	visibleAt int64 // claimable from (ms)
-	leaseTill int64 // while held
+	visibleAt int64  // claimable from (ms)
+	leaseTill int64  // while held
+	lease     string // the holding claim's lease id, while held
 }
 
 // TestPropRecordStateMachine drives one inbox with random claims, acks,
@@ -52,7 +53,7 @@ func TestPropRecordStateMachine(t *testing.T) {
 			} else {
 				r.state = model.Dead
 			}
-			r.leaseTill = 0
+			r.leaseTill, r.lease = 0, ""
 		}
 		steps := rapid.IntRange(1, 25).Draw(rt, "steps")
 		for step := 0; step < steps; step++ {
@@ -75,13 +76,13 @@ func TestPropRecordStateMachine(t *testing.T) {
 				case want != nil && (got == nil || got.Record.RecordID != want.id):
 					rt.Fatalf("claim got %v, want %s", got, want.id)
 				case want != nil:
-					want.state, want.leaseTill = model.Reading, now()+1000
+					want.state, want.leaseTill, want.lease = model.Reading, now()+1000, got.Record.Lease.ID
 				}
 			case 1, 2: // ack or fail
 				r := pick("record")
 				ok := op == 1
 				retryable := rapid.Bool().Draw(rt, "retryable")
-				_, err := s.ReportDelivery(ctx, who, r.id, &wire.DeliveryRequest{Result: &wire.DeliveryResult{OK: ok, Retryable: retryable, ErrorCode: "x"}})
+				_, err := s.ReportDelivery(ctx, who, r.id, &wire.DeliveryRequest{LeaseID: r.lease, Result: &wire.DeliveryResult{OK: ok, Retryable: retryable, ErrorCode: "x"}})
 				if r.state != model.Reading {
 					if !errors.Is(err, model.ErrInvalidTransition) {
 						rt.Fatalf("report on %s record: err %v", r.state, err)
@@ -92,7 +93,7 @@ func TestPropRecordStateMachine(t *testing.T) {
 					rt.Fatal(err)
 				}
 				if ok {
-					r.state, r.leaseTill = model.Readed, 0
+					r.state, r.leaseTill, r.lease = model.Readed, 0, ""
 					r.attempts++
 				} else {
 					fail(r, retryable)
@@ -123,7 +124,7 @@ func TestPropRecordStateMachine(t *testing.T) {
 			case 5: // manual transition, checked against the table
 				r := pick("record")
 				to := rapid.SampledFrom(model.States).Draw(rt, "to")
-				_, err := s.SetState(ctx, who, r.id, &wire.StateRequest{NewState: to})
+				res, err := s.SetState(ctx, who, r.id, &wire.StateRequest{NewState: to, LeaseID: r.lease})
 				if !model.CanTransition(model.Inbox, r.state, to) {
 					if !errors.Is(err, model.ErrInvalidTransition) {
 						rt.Fatalf("%s→%s: err %v, want invalid transition", r.state, to, err)
@@ -138,9 +139,9 @@ func TestPropRecordStateMachine(t *testing.T) {
 				}
 				// A manual move makes the record claimable at once: any
 				// retry backoff belongs to the attempt it replaces.
-				r.state, r.leaseTill, r.visibleAt = to, 0, 0
+				r.state, r.leaseTill, r.visibleAt, r.lease = to, 0, 0, ""
 				if to == model.Reading {
-					r.leaseTill = now() + s.cfg.DefaultLease.Milliseconds()
+					r.leaseTill, r.lease = now()+s.cfg.DefaultLease.Milliseconds(), res.Record.Lease.ID
 				}
 			}
 			check(rt, s, owner, recs)

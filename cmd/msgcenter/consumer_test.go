@@ -419,7 +419,7 @@ func TestConsumerCLIEndToEnd(t *testing.T) {
 		t.Fatalf("held records: %+v", held)
 	}
 	id := held.Items[0].Record.RecordID
-	s.ok(t, alice, "consumer", "fail", "work", id, "--error", "boom")
+	s.ok(t, alice, "consumer", "fail", "work", id, "--error", "boom", "--lease-id", held.Items[0].Record.Lease.ID)
 	if out := s.ok(t, alice, "consumer", "read", "work", id); !strings.Contains(out, "DEAD") || !strings.Contains(out, "boom") ||
 		!strings.Contains(out, "w2 review") {
 		t.Fatalf("read:\n%s", out)

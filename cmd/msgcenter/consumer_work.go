@@ -230,7 +230,7 @@ func newConsumerDoneCmd(g *globals, o *consumerOwner) *cobra.Command {
 				func(c *client.Client) error { return consumerRecord(cmd, c, o, a[0], a[1]) })
 		},
 	}
-	cmd.Flags().StringVar(&leaseID, "lease-id", "", "fail unless the record is still held under this lease")
+	cmd.Flags().StringVar(&leaseID, "lease-id", "", "the lease_id of the claim that holds the record (next printed it); required unless the token is an admin's")
 	nf.bind(cmd.Flags())
 	return cmd
 }

@@ -74,7 +74,7 @@ func newRecordStateCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the event log")
-	cmd.Flags().StringVar(&leaseID, "lease-id", "", "fail unless the record is still held under this lease")
+	cmd.Flags().StringVar(&leaseID, "lease-id", "", "the lease_id of the claim that holds the record (next printed it); required unless the token is an admin's")
 	return cmd
 }
 
@@ -110,7 +110,7 @@ acks and takes its next record in one call.`,
 		},
 	}
 	cmd.Flags().StringVar(&externalID, "external-id", "", "id the external platform gave the delivered message")
-	cmd.Flags().StringVar(&leaseID, "lease-id", "", "fail unless the record is still held under this lease")
+	cmd.Flags().StringVar(&leaseID, "lease-id", "", "the lease_id of the claim that holds the record (next printed it); required unless the token is an admin's")
 	nf.bind(cmd.Flags())
 	return cmd
 }
@@ -127,7 +127,7 @@ func (f *failFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.message, "error-message", "", "what went wrong, for people")
 	fs.BoolVar(&f.retryable, "retryable", false, "the failure is temporary: retry with backoff (without it the failure is permanent)")
 	fs.DurationVar(&f.retryAfter, "retry-after", 0, "retry no sooner than this, e.g. 5s (implies --retryable)")
-	fs.StringVar(&f.leaseID, "lease-id", "", "fail unless the record is still held under this lease")
+	fs.StringVar(&f.leaseID, "lease-id", "", "the lease_id of the claim that holds the record (next printed it); required unless the token is an admin's")
 }
 
 func (f *failFlags) result(cmd *cobra.Command) (*wire.DeliveryResult, error) {
@@ -232,7 +232,7 @@ func newRecordLeaseCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&lease, "lease", 0, "new lease length from now, e.g. 60s (default: the server's)")
-	cmd.Flags().StringVar(&leaseID, "lease-id", "", "fail unless the record is still held under this lease")
+	cmd.Flags().StringVar(&leaseID, "lease-id", "", "the lease_id of the claim that holds the record (next printed it); required unless the token is an admin's")
 	return cmd
 }
 
