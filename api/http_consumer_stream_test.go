@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -249,5 +250,31 @@ func TestHTTPConsumerStreamAckEveryFrame(t *testing.T) {
 	}
 	if c := e.consumer(t, e.alice, didAlice, "feed"); c.AckedSeq != total {
 		t.Fatalf("consumer after %d acks: %+v", total, c)
+	}
+}
+
+// TestHTTPStreamOfNoConsumer: a stream of a consumer's box whose consumer
+// does not exist is 404 at once, with or without a position, rather than
+// a stream that waits for ever on a box nothing will fill.
+func TestHTTPStreamOfNoConsumer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, q := range []string{"", "?after_seq=0"} {
+		path := boxPath(didAlice, model.ConsumerBox("nobody"), "stream") + q
+		s, resp, err := openSSE(ctx, e, path, e.alice, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s != nil {
+			s.close()
+			t.Fatalf("stream of a consumer that does not exist (%q) opened", q)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"code":"not_found"`) {
+			t.Fatalf("stream of a consumer that does not exist (%q): %d %s", q, resp.StatusCode, b)
+		}
 	}
 }

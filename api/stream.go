@@ -139,9 +139,13 @@ func (a *API) boxStream(w http.ResponseWriter, r *http.Request, who model.Identi
 		return err
 	}
 	name, isConsumer := box.ConsumerName()
-	if isConsumer && !given {
-		if after, _, err = a.svc.ConsumerCursor(r.Context(), who, owner, box); err != nil {
+	if isConsumer {
+		cursor, _, err := a.svc.ConsumerCursor(r.Context(), who, owner, box)
+		if err != nil {
 			return err
+		}
+		if !given {
+			after = cursor
 		}
 	}
 	watch := func() <-chan struct{} { return a.svc.Watch(owner, box) }

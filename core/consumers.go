@@ -189,7 +189,10 @@ func (s *Service) AckConsumer(ctx context.Context, who model.Identity, owner, na
 
 // ConsumerCursor is where a stream of a consumer's box starts when the
 // client names no position: after the consumer's acknowledged cursor. ok is
-// false when box is not a consumer's box.
+// false when box is not a consumer's box. A consumer that does not exist
+// is not found: its box is empty and nothing will come to it, so a stream
+// of it would wait for ever (say, for a name mistyped, or the consumer
+// made under another owner).
 func (s *Service) ConsumerCursor(ctx context.Context, who model.Identity, owner string, box model.BoxKind) (seq int64, ok bool, err error) {
 	name, isConsumer := box.ConsumerName()
 	if !isConsumer {
@@ -200,7 +203,7 @@ func (s *Service) ConsumerCursor(ctx context.Context, who model.Identity, owner 
 	}
 	c, err := s.st.GetConsumer(ctx, owner, name)
 	if errors.Is(err, model.ErrNotFound) {
-		return 0, true, nil // a box without a consumer (deleted): from the start
+		return 0, false, model.NotFound(fmt.Sprintf("consumer %q of %s", name, owner))
 	}
 	if err != nil {
 		return 0, false, err
