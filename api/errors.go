@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -107,7 +108,14 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, optional boo
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		err = jsonError(err)
+		var me *model.Error
+		if errors.As(err, &me) && me.Message == "unknown field" {
+			if path := unknownFieldPath(body, reflect.TypeOf(v), me.Field); path != "" {
+				me.Field = path
+			}
+		}
+		return err
 	}
 	if dec.More() {
 		return model.Invalid("", "unexpected data after the JSON object")

@@ -278,7 +278,7 @@ func TestHTTPConsumersBadInput(t *testing.T) {
 		c("create: empty body", "POST", "/v1/consumers", e.alice, "", 400, inv, ""),
 		c("create: malformed", "POST", "/v1/consumers", e.alice, `{"name":`, 400, inv, ""),
 		c("create: unknown field", "POST", "/v1/consumers", e.alice, `{`+good+`,"durable":true}`, 400, inv, "durable"),
-		c("create: unknown filter field", "POST", "/v1/consumers", e.alice, `{`+good+`,"filter":{"colour":["x"]}}`, 400, inv, "colour"),
+		c("create: unknown filter field", "POST", "/v1/consumers", e.alice, `{`+good+`,"filter":{"colour":["x"]}}`, 400, inv, "filter.colour"),
 		c("create: filter wrong type", "POST", "/v1/consumers", e.alice, `{`+good+`,"filter":{"from":"did:bob"}}`, 400, inv, "filter.from"),
 		c("create: empty filter value", "POST", "/v1/consumers", e.alice, `{`+good+`,"filter":{"topic":[""]}}`, 400, inv, "filter.topic"),
 		c("create: blank text", "POST", "/v1/consumers", e.alice, `{`+good+`,"filter":{"text":"  "}}`, 400, inv, "filter.text"),

@@ -99,7 +99,7 @@ func TestHTTPRoutes(t *testing.T) {
 			c("missing routes", "PUT", path, e.admin, `{}`, 400, inv, "routes"),
 			c("routes wrong type", "PUT", path, e.admin, `{"routes":{}}`, 400, inv, "routes"),
 			c("priority wrong type", "PUT", path, e.admin, `{"routes":[{"tunnel_did":"did:t","address":"a","priority":"high"}]}`, 400, inv, "routes.priority"),
-			c("unknown route field", "PUT", path, e.admin, `{"routes":[{"tunnel_did":"did:t","address":"a","weight":1}]}`, 400, inv, "weight"),
+			c("unknown route field", "PUT", path, e.admin, `{"routes":[{"tunnel_did":"did:t","address":"a","weight":1}]}`, 400, inv, "routes[0].weight"),
 			c("missing tunnel_did", "PUT", path, e.admin, `{"routes":[{"address":"a"}]}`, 400, inv, "routes[0].tunnel_did"),
 			c("neither address nor chat_id", "PUT", path, e.admin, `{"routes":[{"tunnel_did":"did:t","address":"a"},{"tunnel_did":"did:t"}]}`, 400, inv, "routes[1].address"),
 			c("too many routes", "PUT", path, e.admin, `{"routes":[`+strings.Join(many, ",")+`]}`, 400, inv, "routes"),

@@ -231,7 +231,7 @@ func TestHTTPPostSend(t *testing.T) {
 				body: `{"msg":{"to":["did:bob"]}}`, status: 403, code: wire.CodeForbidden},
 			badCase{name: "send_ctx unknown field", method: "POST", path: "/v1/post_send", token: e.alice,
 				body:   `{"msg":` + strings.Replace(validMsg, "did:tg:u1", didAlice, 1) + `,"send_ctx":{"tunnel":"x"}}`,
-				status: 400, code: wire.CodeInvalid, field: "tunnel"},
+				status: 400, code: wire.CodeInvalid, field: "send_ctx.tunnel"},
 			badCase{name: "send_ctx.all_routes wrong type", method: "POST", path: "/v1/post_send", token: e.alice,
 				body:   `{"msg":` + strings.Replace(validMsg, "did:tg:u1", didAlice, 1) + `,"send_ctx":{"all_routes":"yes"}}`,
 				status: 400, code: wire.CodeInvalid, field: "send_ctx.all_routes"},

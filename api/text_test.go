@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 
@@ -93,6 +94,42 @@ func TestGoTypeName(t *testing.T) {
 		"[]model.State": "array", "[]string": "array", "model.State": "string", "bool": "boolean", "wire.SendCtx": "object"} {
 		if got := goTypeName(in); got != want {
 			t.Errorf("goTypeName(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// An unknown field of a nested object is named by its path.
+func TestUnknownFieldPath(t *testing.T) {
+	t.Parallel()
+	type inner struct {
+		Content string `json:"content"`
+	}
+	type item struct {
+		Name string `json:"name"`
+	}
+	type embedded struct {
+		Extra string `json:"extra"`
+	}
+	type req struct {
+		embedded
+		Msg   *inner            `json:"msg"`
+		Items []item            `json:"items"`
+		Meta  map[string]item   `json:"meta"`
+		Raw   json.RawMessage   `json:"raw"`
+		Top   string            `json:"top"`
+		Tags  map[string]string `json:"tags"`
+	}
+	for _, tc := range []struct{ body, name, want string }{
+		{`{"bogus":1}`, "bogus", "bogus"},
+		{`{"msg":{"content":"x","bogus":1}}`, "bogus", "msg.bogus"},
+		{`{"items":[{"name":"a"},{"name":"b","bogus":1}]}`, "bogus", "items[1].bogus"},
+		{`{"meta":{"k":{"bogus":1}}}`, "bogus", "meta.k.bogus"},
+		{`{"extra":"x","MSG":{"bogus":1}}`, "bogus", "MSG.bogus"}, // keys match fields case-insensitively
+		{`{"raw":{"bogus":1},"bogus":2}`, "bogus", "bogus"},       // RawMessage holds anything
+		{`{"top":"x"}`, "bogus", ""},
+	} {
+		if got := unknownFieldPath([]byte(tc.body), reflect.TypeOf(&req{}), tc.name); got != tc.want {
+			t.Errorf("unknownFieldPath(%s, %s) = %q, want %q", tc.body, tc.name, got, tc.want)
 		}
 	}
 }
