@@ -57,7 +57,9 @@ func (c *Client) Ack(ctx context.Context, recordID, leaseID, externalMsgID strin
 	return &r.RecordWithMsg, nil
 }
 
-// Fail reports a failed delivery of a held record; res.OK is forced false.
+// Fail reports a failed delivery of a held record, by the claim whose
+// leaseID holds it (required unless the token is an admin's); res.OK is
+// forced false.
 func (c *Client) Fail(ctx context.Context, recordID, leaseID string, res wire.DeliveryResult) (*wire.RecordWithMsg, error) {
 	res.OK = false
 	r, err := c.ReportDelivery(ctx, recordID, &wire.DeliveryRequest{Result: &res, LeaseID: leaseID})

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -150,7 +151,13 @@ func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *
 	return nil
 }
 
-func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx, now int64) (*store.Plan, *wire.PostSendResult, error) {
+// planPostSend plans a post_send of c. strict is for a send made now: a
+// tunnel asked for that a recipient has no route through fails it. A
+// delayed send was checked so when it was made (checkSendRoutes), so when
+// it comes due (not strict) a recipient whose routes changed since is
+// reached through its routes as they are, rather than the whole message
+// failing for every recipient.
+func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx, now int64, strict bool) (*store.Plan, *wire.PostSendResult, error) {
 	if sc == nil {
 		sc = &wire.SendCtx{}
 	}
@@ -164,6 +171,11 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 
 	for _, target := range c.sendTargets() {
 		chosen, err := s.sendRoutes(ctx, target, sc)
+		if err != nil && !strict && errors.Is(err, model.ErrInvalid) {
+			s.log.Warn("delayed post_send: the tunnel it asked for is no route of its recipient any more; using the recipient's routes",
+				"msg_id", c.id, "recipient", target, "tunnel_did", sc.TunnelDID)
+			chosen, err = s.sendRoutes(ctx, target, &wire.SendCtx{AllRoutes: sc.AllRoutes, Mode: sc.Mode})
+		}
 		if err != nil {
 			return nil, nil, err
 		}

@@ -256,6 +256,26 @@ func (s *Service) pumpConsumer(ctx context.Context, ck consumerKey) error {
 	return ctx.Err()
 }
 
+// feedGroupConsumers brings the consumers of group's box up to date under
+// the membership as it stands. feeds asks about membership when the pump
+// runs, not when a message came, so SetSubscribers calls this before it
+// changes the membership: a member who leaves gets what came while it was
+// one, and one who joins passes over what came while it was not. (A
+// message that comes while the list is being replaced may fall on either
+// side of the change.)
+func (s *Service) feedGroupConsumers(ctx context.Context, group string) error {
+	cs, err := s.st.ListConsumers(ctx, store.ConsumerQuery{SourceOwner: group, SourceBox: model.GroupInbox})
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if err := s.pumpConsumer(ctx, consumerKey{c.Owner, c.Name}); err != nil {
+			return fmt.Errorf("feed %s's consumer %s before the group's membership changes: %w", c.Owner, c.Name, err)
+		}
+	}
+	return nil
+}
+
 // feeds reports whether c's source may feed it now. A group's box feeds
 // the consumers of its subscribers (and the group's own) only: a member
 // who leaves, or is removed, stops getting the group's messages through a

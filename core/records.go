@@ -159,8 +159,14 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if to == model.HeldState(rec.BoxKind) {
 		u.Lease = &model.Lease{ID: newLeaseID(), Holder: who.DID, ExpiresAtMS: now + s.cfg.DefaultLease.Milliseconds()}
 	}
+	if to == model.ClaimableState(rec.BoxKind) {
+		// Moved by hand, it is claimable at once (the update leaves its
+		// visibility at 0): a retry backoff it had belongs to the attempt
+		// this move replaces, and a peek must not keep waiting it out.
+		u.Delivery.NextRetryAtMS = 0
+	}
 	if rec.State == model.Dead && to == model.ClaimableState(rec.BoxKind) {
-		u.Delivery.Attempts, u.Delivery.NextRetryAtMS = 0, 0
+		u.Delivery.Attempts = 0
 		u.EventType = model.EventRecordRedriven
 	}
 	if to == model.Dead {

@@ -235,8 +235,8 @@ func TestRedriveBoxOldestFirst(t *testing.T) {
 // recipient has no route through is refused, naming send_ctx.tunnel_did,
 // and stores nothing, delayed or not: it used to land in the recipient's
 // local INBOX, where an external recipient never reads. A delayed send
-// whose route goes before it is due is dropped then, and does not hold up
-// the delayed messages after it.
+// whose recipients' routes change before it is due still reaches every
+// one of them, through their routes as they are then.
 func TestSendToAnUnroutedTunnel(t *testing.T) {
 	t.Parallel()
 	s := newService(t, nil)
@@ -261,26 +261,31 @@ func TestSendToAnUnroutedTunnel(t *testing.T) {
 		t.Fatalf("scheduled after the refused delayed send: %+v, %v", sc, err)
 	}
 
-	// Due after its route went: dropped, and the next one is delivered.
-	if _, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:ext:bob"}, "routed, later"),
-		SendCtx: &wire.SendCtx{TunnelDID: tunnel.DID}, DelayMS: ptr(int64(1000))}); err != nil {
-		t.Fatal(err)
+	// Due after the routes changed: every recipient still gets it, the
+	// one whose routes no longer include the tunnel through its routes as
+	// they are now.
+	res, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:ext:bob", "did:carol", "did:ext:dan"}, "routed, later"),
+		SendCtx: &wire.SendCtx{TunnelDID: tunnel.DID}, DelayMS: ptr(int64(1000))})
+	if err != nil || res.ScheduledDeliveryTime == "" {
+		t.Fatalf("delayed send through the tunnel: %+v, %v", res, err)
 	}
-	if _, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:carol"}, "local, later"),
-		DelayMS: ptr(int64(2000))}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SetRoutes(ctx, admin, "did:ext:bob", []model.ContactRoute{{TunnelDID: "did:tunnel:slack", Address: "C1", Platform: "slack"}}); err != nil {
+	if _, err := s.SetRoutes(ctx, admin, "did:ext:dan", []model.ContactRoute{{TunnelDID: "did:tunnel:slack", Address: "C1", Platform: "slack"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.FlushScheduled(ctx, admin, &wire.FlushRequest{}); err != nil {
-		t.Fatalf("flush with an entry that no longer plans: %v", err)
+		t.Fatalf("flush of an entry whose recipient's routes changed: %v", err)
 	}
-	if got := texts(syncAll(t, s, "did:carol", model.Inbox)); len(got) != 1 || got[0] != "local, later" {
+	if got := texts(syncAll(t, s, "did:carol", model.Inbox)); len(got) != 1 || got[0] != "routed, later" {
 		t.Fatalf("carol's INBOX after the flush holds %q", got)
 	}
-	if sc, err := s.Scheduled(ctx, admin, "", 10); err != nil || sc.Count != 0 {
-		t.Fatalf("scheduled after the flush: %+v, %v", sc, err)
+	for _, tun := range []string{tunnel.DID, "did:tunnel:slack"} {
+		got := syncAll(t, s, tun, model.TunnelOutbox)
+		if len(got) == 0 || got[len(got)-1].Record.Route == nil {
+			t.Fatalf("%s's outbox after the flush: %+v", tun, got)
+		}
+		if r := got[len(got)-1].Record.Route; (tun == tunnel.DID) != (r.TargetDID == "did:ext:bob") {
+			t.Fatalf("%s carries the message to %s", tun, r.TargetDID)
+		}
 	}
 }
 
@@ -371,5 +376,33 @@ func TestPeekPassesOverBackoff(t *testing.T) {
 	clk.Advance(time.Second)
 	if got := peek(); got == nil || got.Record.RecordID != id || got.Record.State != model.Wait {
 		t.Fatalf("peek after the backoff = %+v, want %s waiting", got, id)
+	}
+}
+
+// TestManualMoveEndsBackoff: a record moved back to its claimable state by
+// hand is claimable at once, and a peek sees it as a claim does: its retry
+// backoff is cleared with the move.
+func TestManualMoveEndsBackoff(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	id := routedSend(t, s)
+	got := claimOne(t, s, tunnel, model.TunnelOutbox)
+	if _, err := s.ReportDelivery(ctx, tunnel, id, &wire.DeliveryRequest{LeaseID: got.Record.Lease.ID,
+		Result: &wire.DeliveryResult{ErrorCode: "429", Retryable: true, RetryAfterMS: 3_600_000}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []model.State{model.Archived, model.Wait} {
+		if _, err := s.SetState(ctx, tunnel, id, &wire.StateRequest{NewState: to}); err != nil {
+			t.Fatalf("move to %s: %v", to, err)
+		}
+	}
+	peek, err := s.Next(ctx, tunnel, tunnel.DID, model.TunnelOutbox, &wire.NextRequest{LockOnTake: ptr(false)})
+	if err != nil || peek == nil || peek.Record.RecordID != id || peek.Record.Delivery.NextRetryAtMS != 0 {
+		t.Fatalf("peek after the move: %+v, %v; want %s with no retry time", peek, err, id)
+	}
+	if got := claimOne(t, s, tunnel, model.TunnelOutbox); got == nil || got.Record.RecordID != id {
+		t.Fatalf("claim after the move: %+v", got)
 	}
 }

@@ -108,12 +108,7 @@ func (s *Service) materialize(ctx context.Context, e *store.ScheduleEntry) error
 		if len(e.Ctx) > 0 {
 			_ = json.Unmarshal(e.Ctx, &sc)
 		}
-		p, _, err = s.planPostSend(ctx, c, sc, now)
-	}
-	if errors.Is(err, model.ErrInvalid) {
-		// As above: the routes it asked for went since it was sent.
-		s.log.Warn("dropping delayed message that no longer plans", "msg_id", e.MsgID, "err", err)
-		return s.apply(ctx, &store.Plan{MsgID: e.MsgID, MsgBody: e.MsgBody, NowMS: s.nowMS(), ConsumeSchedule: e.ID})
+		p, _, err = s.planPostSend(ctx, c, sc, now, false)
 	}
 	if err != nil {
 		return err

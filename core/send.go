@@ -141,13 +141,15 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	if err := s.canSpeakFor(ctx, who, c); err != nil {
 		return nil, err
 	}
-	if err := s.checkSendRoutes(ctx, c, req.SendCtx); err != nil {
-		return nil, err
+	if req.DelayMS != nil || req.DeliverAtMS != nil { // a send made now is checked as it plans
+		if err := s.checkSendRoutes(ctx, c, req.SendCtx); err != nil {
+			return nil, err
+		}
 	}
 	var res *wire.PostSendResult
 	due, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx},
 		func(now int64) (p *store.Plan, err error) {
-			p, res, err = s.planPostSend(ctx, c, req.SendCtx, now)
+			p, res, err = s.planPostSend(ctx, c, req.SendCtx, now, true)
 			return p, err
 		})
 	if err != nil || res != nil {

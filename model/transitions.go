@@ -22,6 +22,12 @@ var transitions = map[family]map[State][]State{
 		Sent:     {Archived, Deleted},
 		Archived: {Sent, Deleted},
 		Deleted:  {},
+		// Ways out, and no way in, for copies the inbox family's table
+		// let into these states before.
+		Unread:  {Sent, Archived, Deleted},
+		Reading: {Sent, Archived, Deleted},
+		Readed:  {Sent, Archived, Deleted},
+		Dead:    {Sent, Archived, Deleted},
 	},
 	// TUNNEL_OUTBOX.
 	outboundFamily: {

@@ -241,8 +241,8 @@ func newConsumerFailCmd(g *globals, o *consumerOwner) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fail NAME RECORD_ID",
 		Short: "Report that handling a claimed record failed (retry or dead-letter)",
-		Example: `  msgcenter consumer fail work cyrec:0123… --retryable --retry-after 30s --error "tool timed out"
-  msgcenter consumer fail work cyrec:0123… --error "cannot parse"`,
+		Example: `  msgcenter consumer fail work cyrec:0123… --lease-id L1 --retryable --retry-after 30s --error "tool timed out"
+  msgcenter consumer fail work cyrec:0123… --lease-id L1 --error "cannot parse"`,
 		Args: args("NAME", "RECORD_ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if cmd.Flags().Changed("error") {

@@ -154,8 +154,8 @@ func newRecordFailCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fail RECORD_ID",
 		Short: "Report that handling a held record failed (retry or dead-letter)",
-		Example: `  msgcenter record fail cyrec:0123… --retryable --retry-after 5s --error-code rate_limited
-  msgcenter record fail cyrec:0123… --error-code bad_address --error-message "chat not found"`,
+		Example: `  msgcenter record fail cyrec:0123… --lease-id L1 --retryable --retry-after 5s --error-code rate_limited
+  msgcenter record fail cyrec:0123… --lease-id L1 --error-code bad_address --error-message "chat not found"`,
 		Args: args("RECORD_ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			res, err := f.result(cmd)
