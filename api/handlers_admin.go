@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
@@ -37,6 +38,20 @@ func (a *API) scheduled(w http.ResponseWriter, r *http.Request, who model.Identi
 		return err
 	}
 	res, err := a.svc.Scheduled(r.Context(), who, recipient, limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) cancelScheduled(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return model.Invalid("id", "must be a positive integer, got "+strconv.Quote(v))
+	}
+	res, err := a.svc.CancelScheduled(r.Context(), who, id)
 	if err != nil {
 		return err
 	}

@@ -317,3 +317,32 @@ func TestHTTPPprofAdminOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPCancelScheduled: DELETE /v1/scheduled/{id} by the author; others
+// get 404; a bad id is 400.
+func TestHTTPCancelScheduled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	delay := int64(3_600_000)
+	ok[wire.PostSendResult](t, e.do(t, "POST", "/v1/post_send", e.alice,
+		wire.PostSendRequest{Msg: chat(didAlice, []string{didBob}, "later"), DelayMS: &delay}))
+	list := ok[wire.ScheduledResult](t, e.do(t, "GET", "/v1/scheduled", e.admin, nil))
+	if len(list.Items) != 1 {
+		t.Fatalf("scheduled: %+v", list)
+	}
+	path := fmt.Sprintf("/v1/scheduled/%d", list.Items[0].ID)
+	inv := wire.CodeInvalid
+	e.runBad(t, []badCase{
+		{name: "id not a number", method: "DELETE", path: "/v1/scheduled/x", token: e.alice, status: 400, code: inv, field: "id"},
+		{name: "id zero", method: "DELETE", path: "/v1/scheduled/0", token: e.alice, status: 400, code: inv, field: "id"},
+		{name: "the recipient cancels", method: "DELETE", path: path, token: e.bob, status: 404, code: wire.CodeNotFound},
+	})
+	got := ok[wire.ScheduledItem](t, e.do(t, "DELETE", path, e.alice, nil))
+	if got.ID != list.Items[0].ID || got.MsgID != list.Items[0].MsgID {
+		t.Fatalf("cancelled %+v, want %+v", got, list.Items[0])
+	}
+	if left := ok[wire.ScheduledResult](t, e.do(t, "GET", "/v1/scheduled", e.admin, nil)); left.Count != 0 {
+		t.Fatalf("scheduled after the cancel: %+v", left)
+	}
+	e.runBad(t, []badCase{{name: "a second cancel", method: "DELETE", path: path, token: e.alice, status: 404, code: wire.CodeNotFound}})
+}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,6 +26,14 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 	d := e.dispatch(t, chat("did:tg:u1", []string{didAlice}, "target"))
 	rec := model.RecordID(didAlice, model.Inbox, d.MsgID, "")
 	inbox := func(rest string) string { return boxPath(didAlice, model.Inbox, rest) }
+	delay := int64(3_600_000)
+	later := ok[wire.PostSendResult](t, e.do(t, "POST", "/v1/post_send", e.alice,
+		wire.PostSendRequest{Msg: chat(didAlice, []string{didBob}, "to cancel"), DelayMS: &delay}))
+	sched := ok[wire.ScheduledResult](t, e.do(t, "GET", "/v1/scheduled", e.admin, nil))
+	if len(sched.Items) != 1 || sched.Items[0].MsgID != later.MsgID {
+		t.Fatalf("scheduled: %+v", sched)
+	}
+	cancel := fmt.Sprintf("/v1/scheduled/%d", sched.Items[0].ID)
 	return []routeCall{
 		{"POST", "/v1/dispatch", "/v1/dispatch", wire.DispatchRequest{Msg: chat("did:tg:u1", []string{didBob}, "x")}},
 		{"POST", "/v1/post_send", "/v1/post_send", wire.PostSendRequest{Msg: chat(didAlice, []string{didBob}, "x")}},
@@ -52,6 +61,7 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 		{"GET", "/v1/events/stream", "/v1/events/stream", nil},
 		{"GET", "/v1/owners/{owner}/presence", "/v1/owners/did:alice/presence", nil},
 		{"GET", "/v1/scheduled", "/v1/scheduled", nil},
+		{"DELETE", "/v1/scheduled/{id}", cancel, nil}, // before the flush, which would deliver it
 		{"POST", "/v1/scheduled/flush", "/v1/scheduled/flush", wire.FlushRequest{}},
 		{"POST", "/v1/tokens", "/v1/tokens", wire.TokenRequest{DID: "did:x", Role: model.RoleAgent}},
 		{"POST", "/v1/consumers", "/v1/consumers", wire.ConsumerRequest{Owner: didAlice, Name: "c1", SourceOwner: didAlice, SourceBox: "INBOX"}},

@@ -178,6 +178,7 @@ func (a *API) routes() []route {
 		r("POST", "/v1/consumers/{owner}/{name}/ack", a.ackConsumer),
 		r("GET", "/v1/scheduled", a.scheduled),
 		r("POST", "/v1/scheduled/flush", a.flushScheduled),
+		r("DELETE", "/v1/scheduled/{id}", a.cancelScheduled),
 		r("POST", "/v1/tokens", a.createToken),
 		r("GET", "/v1/admin/retention", a.retentionPolicy),
 		r("POST", "/v1/admin/retention/run", a.runRetention),

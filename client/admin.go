@@ -39,6 +39,16 @@ func (c *Client) Scheduled(ctx context.Context, recipient string, limit int) (*w
 	return &out, nil
 }
 
+// CancelScheduled cancels the pending delayed message id, as its author or
+// an admin (DELETE /v1/scheduled/{id}), and returns the entry as it was.
+func (c *Client) CancelScheduled(ctx context.Context, id int64) (*wire.ScheduledItem, error) {
+	var out wire.ScheduledItem
+	if _, err := c.call(ctx, http.MethodDelete, "/v1/scheduled/"+strconv.FormatInt(id, 10), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // FlushScheduled delivers pending delayed messages now
 // (POST /v1/scheduled/flush).
 func (c *Client) FlushScheduled(ctx context.Context, req *wire.FlushRequest) (*wire.FlushResult, error) {

@@ -337,6 +337,8 @@ func TestContactsAndAdmin(t *testing.T) {
 			"GET", "/v1/scheduled", url.Values{"recipient": {"did:x:b"}}, ""},
 		{"flush", func(c *Client) error { _, err := c.FlushScheduled(ctx, nil); return err },
 			"POST", "/v1/scheduled/flush", url.Values{}, `{}`},
+		{"cancel scheduled", func(c *Client) error { _, err := c.CancelScheduled(ctx, 7); return err },
+			"DELETE", "/v1/scheduled/7", url.Values{}, ""},
 		{"token", func(c *Client) error {
 			_, err := c.CreateToken(ctx, &wire.TokenRequest{DID: "did:x:a", Role: model.RoleAgent})
 			return err

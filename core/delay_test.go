@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -190,5 +191,70 @@ func TestSchedulerLoopMaterializes(t *testing.T) {
 	res, err := s.Next(ctx, agent("did:r"), "did:r", model.Inbox, &wire.NextRequest{WaitMS: 20_000})
 	if err != nil || res == nil {
 		t.Fatalf("delayed message never arrived: %v", err)
+	}
+}
+
+// TestCancelScheduled: the author of a delayed message (or an admin) can
+// cancel it before it is due, and then nothing of it is delivered; to
+// anyone else the entry is not found, as is one already delivered.
+func TestCancelScheduled(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	alice, bob := agent("did:alice"), agent("did:bob")
+	send := func(text string) int64 {
+		t.Helper()
+		if _, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat(alice.DID, []string{bob.DID}, text), DelayMS: ptr(int64(60_000))}); err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.Scheduled(ctx, admin, "", 100)
+		if err != nil || len(list.Items) == 0 {
+			t.Fatalf("scheduled: %+v, %v", list, err)
+		}
+		return list.Items[len(list.Items)-1].ID
+	}
+	first, second := send("cancelled by its author"), send("cancelled by an admin")
+	kept := send("kept")
+	for _, who := range []model.Identity{bob, agent("did:mallory"), tunnel} {
+		if _, err := s.CancelScheduled(ctx, who, first); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("%s cancels alice's delayed message: %v; want not found", who.DID, err)
+		}
+	}
+	if _, err := s.CancelScheduled(ctx, alice, 0); !errors.Is(err, model.ErrInvalid) {
+		t.Fatalf("cancel of id 0: %v", err)
+	}
+	got, err := s.CancelScheduled(ctx, alice, first)
+	if err != nil || got.ID != first || len(got.Recipients) != 1 || got.Recipients[0] != bob.DID {
+		t.Fatalf("alice cancels her delayed message: %+v, %v", got, err)
+	}
+	if _, err := s.CancelScheduled(ctx, admin, second); err != nil {
+		t.Fatalf("admin cancels: %v", err)
+	}
+	if _, err := s.CancelScheduled(ctx, alice, first); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("a second cancel: %v", err)
+	}
+	clk.Advance(2 * time.Minute)
+	if _, err := s.FlushScheduled(ctx, admin, &wire.FlushRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(syncAll(t, s, bob.DID, model.Inbox)); len(got) != 1 || got[0] != "kept" {
+		t.Fatalf("bob's INBOX after the flush holds %q, want only the message not cancelled", got)
+	}
+	if _, err := s.CancelScheduled(ctx, alice, kept); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("cancel of a delivered message: %v", err)
+	}
+	evs, err := s.Events(ctx, admin, wire.EventQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs.Items {
+		if e.Type == model.EventMsgCancelled {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d message.schedule_cancelled events, want 2", n)
 	}
 }

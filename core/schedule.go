@@ -138,6 +138,32 @@ func (s *Service) Scheduled(ctx context.Context, who model.Identity, recipient s
 	return res, nil
 }
 
+// CancelScheduled cancels a pending delayed message: nothing of it is
+// delivered. Its author (the message's logical sender) or an admin may;
+// to anyone else an entry is not found, whether or not it exists, as a
+// message one cannot read is. An entry that came due already is not found
+// either: it was delivered.
+func (s *Service) CancelScheduled(ctx context.Context, who model.Identity, id int64) (*wire.ScheduledItem, error) {
+	if id <= 0 {
+		return nil, model.Invalid("id", "must be a positive integer")
+	}
+	e, err := s.st.GetScheduled(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !isAdmin(who) {
+		m, err := message.Decode(e.MsgBody)
+		if err != nil || m.LogicalSender() != who.DID {
+			return nil, model.NotFound("scheduled entry")
+		}
+	}
+	if err := s.st.CancelScheduled(ctx, id, s.nowMS()); err != nil {
+		return nil, err
+	}
+	return &wire.ScheduledItem{ID: e.ID, Op: e.Op, MsgID: e.MsgID, Recipients: e.Recipients,
+		DueAtMS: e.DueAtMS, ScheduledDeliveryTime: rfc3339(e.DueAtMS), CreatedAtMS: e.CreatedAtMS}, nil
+}
+
 // FlushScheduled materializes pending delayed messages now, in due order
 // (admin only).
 func (s *Service) FlushScheduled(ctx context.Context, who model.Identity, req *wire.FlushRequest) (*wire.FlushResult, error) {

@@ -104,6 +104,7 @@ const (
 	EventRecordDelivered = "record.delivered"
 	EventRecordRedriven  = "record.redriven"
 	EventMsgScheduled    = "message.scheduled"
+	EventMsgCancelled    = "message.schedule_cancelled"
 )
 
 // Role is what a token may do.

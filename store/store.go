@@ -40,6 +40,14 @@ type Store interface {
 	// ListScheduled lists pending entries (all, or for one recipient) in due
 	// order, with the total count.
 	ListScheduled(ctx context.Context, recipient string, limit int) ([]ScheduleEntry, int64, error)
+	// GetScheduled returns one pending entry, model.ErrNotFound when there
+	// is none (it came due, or was cancelled).
+	GetScheduled(ctx context.Context, id int64) (ScheduleEntry, error)
+	// CancelScheduled removes a pending entry with its recipients and
+	// appends a message.schedule_cancelled event, in one transaction;
+	// model.ErrNotFound when it is gone already. The message's body stays,
+	// for retention to remove as any body no record refers to.
+	CancelScheduled(ctx context.Context, id, nowMS int64) error
 	// NextDue returns the earliest due time of any pending entry.
 	NextDue(ctx context.Context) (atMS int64, ok bool, err error)
 

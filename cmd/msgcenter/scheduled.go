@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,9 +12,40 @@ import (
 )
 
 func newScheduledCmd(g *globals) *cobra.Command {
-	cmd := groupCmd("scheduled", "Delayed messages: list pending ones, flush them now")
-	cmd.AddCommand(newScheduledListCmd(g), newScheduledFlushCmd(g))
+	cmd := groupCmd("scheduled", "Delayed messages: list pending ones, cancel one, flush them now")
+	cmd.AddCommand(newScheduledListCmd(g), newScheduledCancelCmd(g), newScheduledFlushCmd(g))
 	return cmd
+}
+
+func newScheduledCancelCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a pending delayed message (its author or an admin): nothing of it is delivered",
+		Long: `Cancel a pending delayed message: nothing of it is delivered. ID is the
+entry's id, from "scheduled list" (admin) or the message.scheduled event.
+The message's author or an admin may cancel it; one that came due was
+delivered and is not found.`,
+		Example: `  msgcenter scheduled cancel 42`,
+		Args:    args("ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			id, err := strconv.ParseInt(a[0], 10, 64)
+			if err != nil || id <= 0 {
+				return usagef("ID %q is not an entry id (a positive integer, from scheduled list)", a[0])
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.CancelScheduled(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return g.emit(cmd, res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "cancelled %d: %s to %s, due %s\n", res.ID, res.MsgID, strings.Join(res.Recipients, ","), res.ScheduledDeliveryTime)
+				return err
+			})
+		},
+	}
 }
 
 func newScheduledListCmd(g *globals) *cobra.Command {

@@ -190,3 +190,36 @@ func querySchedule(ctx context.Context, db querier, q string, withTotal bool, ar
 func (s *Store) NextDue(ctx context.Context) (int64, bool, error) {
 	return s.minValue(ctx, "next due", "SELECT MIN(due_at_ms) FROM scheduled")
 }
+
+// GetScheduled returns one pending entry.
+func (s *Store) GetScheduled(ctx context.Context, id int64) (store.ScheduleEntry, error) {
+	out, _, err := querySchedule(ctx, s.pool, schedPage("SELECT sc.* FROM scheduled sc WHERE sc.sched_id = $1", false), false, id)
+	if err != nil {
+		return store.ScheduleEntry{}, fail("get scheduled", err)
+	}
+	if len(out) == 0 {
+		return store.ScheduleEntry{}, model.NotFound("scheduled entry")
+	}
+	return out[0], nil
+}
+
+// sqlCancelSched removes an entry and its recipients and appends the event,
+// all only if the entry is still there.
+var sqlCancelSched = `WITH d AS (DELETE FROM scheduled WHERE sched_id = $1 RETURNING sched_id, msg_id),
+		r AS (DELETE FROM scheduled_recipients WHERE sched_id IN (SELECT sched_id FROM d)),
+		e AS (INSERT INTO events (type, msg_id, at_ms, detail)
+			SELECT '` + model.EventMsgCancelled + `', d.msg_id, $2, 'id=' || d.sched_id FROM d)
+	SELECT count(*) FROM d`
+
+// CancelScheduled removes a pending entry, its recipients and appends the
+// event, in one statement.
+func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64) error {
+	var n int64
+	if err := s.pool.QueryRow(ctx, sqlCancelSched, id, nowMS).Scan(&n); err != nil {
+		return fail("cancel scheduled", err)
+	}
+	if n == 0 {
+		return model.NotFound("scheduled entry")
+	}
+	return nil
+}

@@ -194,3 +194,44 @@ func querySchedule(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]st
 func (s *Store) NextDue(ctx context.Context) (int64, bool, error) {
 	return s.minValue(ctx, "next due", "SELECT MIN(due_at_ms) FROM scheduled")
 }
+
+// GetScheduled returns one pending entry.
+func (s *Store) GetScheduled(ctx context.Context, id int64) (store.ScheduleEntry, error) {
+	var out []store.ScheduleEntry
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = querySchedule(ctx, tx, schedSelect+" WHERE s.sched_id = ?", id)
+		return err
+	})
+	if err != nil {
+		return store.ScheduleEntry{}, fmt.Errorf("sqlite: get scheduled: %w", err)
+	}
+	if len(out) == 0 {
+		return store.ScheduleEntry{}, model.NotFound("scheduled entry")
+	}
+	return out[0], nil
+}
+
+// CancelScheduled removes a pending entry, its recipients and appends the
+// event, in one transaction.
+func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var msgID string
+		err := tx.QueryRowContext(ctx, "DELETE FROM scheduled WHERE sched_id = ? RETURNING msg_id", id).Scan(&msgID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return model.NotFound("scheduled entry")
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: cancel scheduled: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM scheduled_recipients WHERE sched_id = ?", id); err != nil {
+			return fmt.Errorf("sqlite: cancel scheduled: %w", err)
+		}
+		_, err = tx.StmtContext(ctx, s.st.insertEvent).ExecContext(ctx, model.EventMsgCancelled,
+			"", "", "", msgID, "", "", nowMS, fmt.Sprintf("id=%d", id))
+		if err != nil {
+			return fmt.Errorf("sqlite: append event: %w", err)
+		}
+		return nil
+	})
+}

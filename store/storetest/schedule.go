@@ -24,6 +24,7 @@ func scheduleTests() []testCase {
 		{"ConsumedIDNotReused", testScheduleIDNotReused},
 		{"ConcurrentConsumeExactlyOnce", testScheduleConsumeConcurrent},
 		{"IdempotencyKeyBound", testScheduleIdem},
+		{"Cancel", testScheduleCancel},
 	}
 }
 
@@ -336,5 +337,40 @@ func testScheduleIdem(t *testing.T, s store.Store) {
 	p.Idem = key
 	if res := mustApply(t, s, p); len(res.Created) != 1 {
 		t.Fatalf("materializing the entry with its own key created %d records, want 1", len(res.Created))
+	}
+}
+
+// A cancelled entry is gone, once: not listed, not due, not found, and a
+// late materialization of it conflicts; the cancellation is an event, and
+// another entry is untouched.
+func testScheduleCancel(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	e := newEntry("post_send", "cancel-me", base+1_000, alice, bob)
+	mustSchedule(t, s, e, nil)
+	keep := newEntry("post_send", "keep-me", base+2_000, carol)
+	mustSchedule(t, s, keep, nil)
+	got, err := s.GetScheduled(ctx, e.ID)
+	requireNoError(t, err, "GetScheduled")
+	requireEntry(t, got, e, "GetScheduled")
+	if !bytes.Equal(got.MsgBody, e.MsgBody) {
+		t.Fatalf("GetScheduled body = %q, want %q", got.MsgBody, e.MsgBody)
+	}
+	requireNoError(t, s.CancelScheduled(ctx, e.ID, base+500), "CancelScheduled")
+	_, err = s.GetScheduled(ctx, e.ID)
+	requireErrIs(t, err, model.ErrNotFound, "GetScheduled after the cancel")
+	requireErrIs(t, s.CancelScheduled(ctx, e.ID, base+600), model.ErrNotFound, "a second cancel")
+	requireErrIs(t, s.CancelScheduled(ctx, 1<<40, base+600), model.ErrNotFound, "cancel of an entry that never was")
+	requireListed(t, s, "", 10, []int64{keep.ID}, 1)
+	requireListed(t, s, alice, 10, nil, 0)
+	due, err := s.DueScheduled(ctx, store.DueParams{BeforeMS: base + 10_000, Limit: 10})
+	requireNoError(t, err, "DueScheduled")
+	if len(due) != 1 || due[0].ID != keep.ID {
+		t.Fatalf("due after the cancel = %s; want only %d", dump(due), keep.ID)
+	}
+	_, err = s.Apply(ctx, consumePlan(e, base+1_000))
+	requireErrIs(t, err, model.ErrConflict, "materializing a cancelled entry")
+	evs := eventsOf(allEvents(t, s, ""), model.EventMsgCancelled, "")
+	if len(evs) != 1 || evs[0].MsgID != e.MsgID || evs[0].AtMS != base+500 || evs[0].Detail != fmt.Sprintf("id=%d", e.ID) {
+		t.Fatalf("cancel events = %s; want one for %s at %d", dump(evs), short(e.MsgID), base+500)
 	}
 }
