@@ -44,7 +44,7 @@ func (s *Service) SetSubscribers(ctx context.Context, who model.Identity, group 
 	}
 	subs = uniq(subs)
 	sort.Strings(subs)
-	if err := s.feedGroupConsumers(ctx, group); err != nil {
+	if err := s.feedGroupConsumers(ctx, group, subs); err != nil {
 		return nil, err
 	}
 	if err := s.st.SetGroupSubscribers(ctx, group, subs, req.Delivery, s.nowMS()); err != nil {

@@ -205,14 +205,15 @@ func TestCancelScheduled(t *testing.T) {
 	alice, bob := agent("did:alice"), agent("did:bob")
 	send := func(text string) int64 {
 		t.Helper()
-		if _, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat(alice.DID, []string{bob.DID}, text), DelayMS: ptr(int64(60_000))}); err != nil {
+		res, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat(alice.DID, []string{bob.DID}, text), DelayMS: ptr(int64(60_000))})
+		if err != nil {
 			t.Fatal(err)
 		}
 		list, err := s.Scheduled(ctx, admin, "", 100)
-		if err != nil || len(list.Items) == 0 {
-			t.Fatalf("scheduled: %+v, %v", list, err)
+		if err != nil || len(list.Items) == 0 || list.Items[len(list.Items)-1].ID != res.ScheduledID {
+			t.Fatalf("scheduled: %+v, %v; want the last to be the send's scheduled_id %d", list, err, res.ScheduledID)
 		}
-		return list.Items[len(list.Items)-1].ID
+		return res.ScheduledID
 	}
 	first, second := send("cancelled by its author"), send("cancelled by an admin")
 	kept := send("kept")
@@ -256,5 +257,41 @@ func TestCancelScheduled(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("%d message.schedule_cancelled events, want 2", n)
+	}
+}
+
+// TestCancelDelayedDispatch: a delayed dispatch is cancelled by the tunnel
+// that dispatched it (the one its ingress_ctx names), not by whoever its
+// message names as from, nor by another tunnel; without an ingress_ctx,
+// only by an admin.
+func TestCancelDelayedDispatch(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	dispatch := func(text string, in *model.Route) int64 {
+		t.Helper()
+		res, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: chat("did:alice", []string{"did:bob"}, text),
+			IngressCtx: in, DelayMS: ptr(int64(60_000))})
+		if err != nil || res.ScheduledID == 0 {
+			t.Fatalf("delayed dispatch: %+v, %v", res, err)
+		}
+		return res.ScheduledID
+	}
+	named := dispatch("with its tunnel named", &model.Route{TunnelDID: tunnel.DID, Address: "tg:1"})
+	unnamed := dispatch("without an ingress_ctx", nil)
+	other := model.Identity{DID: "did:tunnel:other", Role: model.RoleTunnel}
+	for _, who := range []model.Identity{agent("did:alice"), agent("did:bob"), other} {
+		if _, err := s.CancelScheduled(ctx, who, named); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("%s cancels the tunnel's delayed dispatch: %v; want not found", who.DID, err)
+		}
+	}
+	if _, err := s.CancelScheduled(ctx, tunnel, named); err != nil {
+		t.Fatalf("the tunnel cancels its delayed dispatch: %v", err)
+	}
+	if _, err := s.CancelScheduled(ctx, tunnel, unnamed); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("a tunnel cancels a dispatch that names no tunnel: %v; want not found", err)
+	}
+	if _, err := s.CancelScheduled(ctx, admin, unnamed); err != nil {
+		t.Fatalf("admin cancels: %v", err)
 	}
 }

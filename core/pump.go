@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -256,19 +257,27 @@ func (s *Service) pumpConsumer(ctx context.Context, ck consumerKey) error {
 	return ctx.Err()
 }
 
-// feedGroupConsumers brings the consumers of group's box up to date under
-// the membership as it stands. feeds asks about membership when the pump
-// runs, not when a message came, so SetSubscribers calls this before it
-// changes the membership: a member who leaves gets what came while it was
-// one, and one who joins passes over what came while it was not. (A
-// message that comes while the list is being replaced may fall on either
-// side of the change.)
-func (s *Service) feedGroupConsumers(ctx context.Context, group string) error {
+// feedGroupConsumers brings up to date, under the membership as it stands,
+// the consumers of group's box whose owners' membership changes when the
+// subscribers become next. feeds asks about membership when the pump runs,
+// not when a message came, so SetSubscribers calls this before it changes
+// the membership: a member who leaves gets what came while it was one, and
+// one who joins passes over what came while it was not. The consumers of
+// members who stay are left to the pump. (A message that comes while the
+// list is being replaced may fall on either side of the change.)
+func (s *Service) feedGroupConsumers(ctx context.Context, group string, next []string) error {
 	cs, err := s.st.ListConsumers(ctx, store.ConsumerQuery{SourceOwner: group, SourceBox: model.GroupInbox})
-	if err != nil {
+	if err != nil || len(cs) == 0 {
+		return err
+	}
+	was, err := s.st.GroupSubscribers(ctx, group)
+	if err != nil && !errors.Is(err, model.ErrNotFound) {
 		return err
 	}
 	for _, c := range cs {
+		if slices.Contains(was, c.Owner) == slices.Contains(next, c.Owner) {
+			continue
+		}
 		if err := s.pumpConsumer(ctx, consumerKey{c.Owner, c.Name}); err != nil {
 			return fmt.Errorf("feed %s's consumer %s before the group's membership changes: %w", c.Owner, c.Name, err)
 		}

@@ -139,10 +139,9 @@ func (s *Service) Scheduled(ctx context.Context, who model.Identity, recipient s
 }
 
 // CancelScheduled cancels a pending delayed message: nothing of it is
-// delivered. Its author (the message's logical sender) or an admin may;
-// to anyone else an entry is not found, whether or not it exists, as a
-// message one cannot read is. An entry that came due already is not found
-// either: it was delivered.
+// delivered. An admin may, and whoever sent it (mayCancel); to anyone else
+// an entry is not found, whether or not it exists, as a message one cannot
+// read is. An entry already delivered is not found either.
 func (s *Service) CancelScheduled(ctx context.Context, who model.Identity, id int64) (*wire.ScheduledItem, error) {
 	if id <= 0 {
 		return nil, model.Invalid("id", "must be a positive integer")
@@ -151,17 +150,27 @@ func (s *Service) CancelScheduled(ctx context.Context, who model.Identity, id in
 	if err != nil {
 		return nil, err
 	}
-	if !isAdmin(who) {
-		m, err := message.Decode(e.MsgBody)
-		if err != nil || m.LogicalSender() != who.DID {
-			return nil, model.NotFound("scheduled entry")
-		}
+	if !isAdmin(who) && !mayCancel(who, &e) {
+		return nil, model.NotFound("scheduled entry")
 	}
 	if err := s.st.CancelScheduled(ctx, id, s.nowMS()); err != nil {
 		return nil, err
 	}
 	return &wire.ScheduledItem{ID: e.ID, Op: e.Op, MsgID: e.MsgID, Recipients: e.Recipients,
 		DueAtMS: e.DueAtMS, ScheduledDeliveryTime: rfc3339(e.DueAtMS), CreatedAtMS: e.CreatedAtMS}, nil
+}
+
+// mayCancel says whether who sent e: the author (the message's logical
+// sender) of a post_send; the tunnel named in a dispatch's ingress_ctx,
+// which a tunnel can only name as itself (checkIngress). Who is named in a
+// dispatched message's from is an outside party, not its sender here.
+func mayCancel(who model.Identity, e *store.ScheduleEntry) bool {
+	if e.Op == opDispatch {
+		var in *model.Route
+		return who.Role == model.RoleTunnel && json.Unmarshal(e.Ctx, &in) == nil && in != nil && in.TunnelDID == who.DID
+	}
+	m, err := message.Decode(e.MsgBody)
+	return err == nil && m.LogicalSender() == who.DID
 }
 
 // FlushScheduled materializes pending delayed messages now, in due order

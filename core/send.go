@@ -112,7 +112,7 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 		return nil, err
 	}
 	var res *wire.DispatchResult
-	due, err := s.send(ctx, who, c, opDispatch, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.IngressCtx},
+	due, id, err := s.send(ctx, who, c, opDispatch, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.IngressCtx},
 		func(now int64) (p *store.Plan, err error) {
 			p, res, err = s.planDispatch(ctx, c, req.IngressCtx, now)
 			return p, err
@@ -120,7 +120,7 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if err != nil || res != nil {
 		return res, err
 	}
-	return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
+	return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due), ScheduledID: id,
 		DeliveredRecipients: []string{}, DroppedRecipients: []string{}, DeliveredAgents: []string{}}, nil
 }
 
@@ -147,7 +147,7 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 		}
 	}
 	var res *wire.PostSendResult
-	due, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx},
+	due, id, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx},
 		func(now int64) (p *store.Plan, err error) {
 			p, res, err = s.planPostSend(ctx, c, req.SendCtx, now, true)
 			return p, err
@@ -155,7 +155,7 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	if err != nil || res != nil {
 		return res, err
 	}
-	return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due),
+	return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due), ScheduledID: id,
 		Deliveries: []wire.Delivery{}, LocalRecipients: []string{}, DroppedRecipients: []string{}}, nil
 }
 
@@ -168,28 +168,28 @@ type sendOpts struct {
 }
 
 // send is what dispatch and post_send share: schedule the message when it
-// is delayed (returning its due time), or plan and write it now (returning
-// 0, with plan having filled in the caller's result).
-func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op string, o sendOpts, plan func(now int64) (*store.Plan, error)) (int64, error) {
+// is delayed (returning its due time and entry id), or plan and write it
+// now (returning zeros, with plan having filled in the caller's result).
+func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op string, o sendOpts, plan func(now int64) (*store.Plan, error)) (due, id int64, err error) {
 	now := s.nowMS()
 	due, delayed, err := s.dueTime(o.delayMS, o.deliverAtMS, now)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	idem := s.idem(who, op, o.idemKey)
 	if delayed {
 		ctxJSON, err := json.Marshal(o.opCtx)
 		if err != nil {
-			return 0, fmt.Errorf("encode %s context: %w", op, err)
+			return 0, 0, fmt.Errorf("encode %s context: %w", op, err)
 		}
 		return s.schedule(ctx, c, op, ctxJSON, due, now, idem)
 	}
 	p, err := plan(now)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	p.Idem = idem
-	return 0, s.apply(ctx, p)
+	return 0, 0, s.apply(ctx, p)
 }
 
 // canSpeakFor: a message whose source differs from its from speaks in the
@@ -222,18 +222,18 @@ func (s *Service) idem(who model.Identity, op, key string) *store.Idempotency {
 // schedule stores a delayed message and returns its due time: the one
 // asked for, or, when the same message is already scheduled, the one that
 // holds (sending it again schedules nothing new).
-func (s *Service) schedule(ctx context.Context, c *checked, op string, ctxJSON []byte, due, now int64, idem *store.Idempotency) (int64, error) {
+func (s *Service) schedule(ctx context.Context, c *checked, op string, ctxJSON []byte, due, now int64, idem *store.Idempotency) (int64, int64, error) {
 	e := &store.ScheduleEntry{Op: op, MsgID: c.id, MsgBody: c.body, Ctx: ctxJSON,
 		Recipients: recipientsOf(c), DueAtMS: due, CreatedAtMS: now}
-	_, created, err := s.st.Schedule(ctx, e, idem)
+	id, created, err := s.st.Schedule(ctx, e, idem)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if created {
 		s.cfg.Metrics.Scheduled()
 		kick(s.schedKick)
 	}
-	return e.DueAtMS, nil
+	return e.DueAtMS, id, nil
 }
 
 // apply writes a plan and wakes whoever waits on the boxes it touched.

@@ -43,10 +43,10 @@ type Store interface {
 	// GetScheduled returns one pending entry, model.ErrNotFound when there
 	// is none (it came due, or was cancelled).
 	GetScheduled(ctx context.Context, id int64) (ScheduleEntry, error)
-	// CancelScheduled removes a pending entry with its recipients and
+	// CancelScheduled removes a pending entry with its recipients, and its
+	// message's body unless a record or another entry refers to it, and
 	// appends a message.schedule_cancelled event, in one transaction;
-	// model.ErrNotFound when it is gone already. The message's body stays,
-	// for retention to remove as any body no record refers to.
+	// model.ErrNotFound when it is gone already.
 	CancelScheduled(ctx context.Context, id, nowMS int64) error
 	// NextDue returns the earliest due time of any pending entry.
 	NextDue(ctx context.Context) (atMS int64, ok bool, err error)

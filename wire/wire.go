@@ -36,6 +36,9 @@ type DispatchResult struct {
 	DeliveredAgents       []string            `json:"delivered_agents"`
 	Reason                string              `json:"reason,omitempty"`
 	ScheduledDeliveryTime string              `json:"scheduled_delivery_time,omitempty"`
+	// ScheduledID names a delayed message's entry, for DELETE
+	// /v1/scheduled/{id}.
+	ScheduledID int64 `json:"scheduled_id,omitempty"`
 }
 
 // SendCtx steers route choice for post_send.
@@ -80,6 +83,9 @@ type PostSendResult struct {
 	GroupDelivery         model.GroupDelivery `json:"group_delivery,omitempty"`
 	Reason                string              `json:"reason,omitempty"`
 	ScheduledDeliveryTime string              `json:"scheduled_delivery_time,omitempty"`
+	// ScheduledID names a delayed message's entry, for DELETE
+	// /v1/scheduled/{id}.
+	ScheduledID int64 `json:"scheduled_id,omitempty"`
 }
 
 // NextRequest is the body of POST /v1/boxes/{owner}/{box}/next (get_next).

@@ -20,11 +20,11 @@ func newScheduledCmd(g *globals) *cobra.Command {
 func newScheduledCancelCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel ID",
-		Short: "Cancel a pending delayed message (its author or an admin): nothing of it is delivered",
+		Short: "Cancel a pending delayed message (whoever sent it, or an admin): nothing of it is delivered",
 		Long: `Cancel a pending delayed message: nothing of it is delivered. ID is the
-entry's id, from "scheduled list" (admin) or the message.scheduled event.
-The message's author or an admin may cancel it; one that came due was
-delivered and is not found.`,
+scheduled_id "send" printed (or from "scheduled list", as an admin). The
+author of a delayed send, the tunnel of a delayed dispatch, or an admin
+may cancel it; one already delivered is not found.`,
 		Example: `  msgcenter scheduled cancel 42`,
 		Args:    args("ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {

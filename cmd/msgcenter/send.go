@@ -272,6 +272,9 @@ func printSendResult(w io.Writer, r *wire.PostSendResult) error {
 	k.add("msg_id", r.MsgID)
 	k.add("outbox_record", r.OutboxRecordID)
 	k.add("scheduled_for", r.ScheduledDeliveryTime)
+	if r.ScheduledID != 0 {
+		k.add("scheduled_id", fmt.Sprintf("%d (cancel with: msgcenter scheduled cancel %d)", r.ScheduledID, r.ScheduledID))
+	}
 	k.add("local", strings.Join(r.LocalRecipients, ", "))
 	k.add("dropped", strings.Join(r.DroppedRecipients, ", "))
 	k.add("reason", r.Reason)
@@ -293,6 +296,9 @@ func printDispatchResult(w io.Writer, r *wire.DispatchResult) error {
 	k := newKV(w)
 	k.add("msg_id", r.MsgID)
 	k.add("scheduled_for", r.ScheduledDeliveryTime)
+	if r.ScheduledID != 0 {
+		k.add("scheduled_id", fmt.Sprintf("%d (cancel with: msgcenter scheduled cancel %d)", r.ScheduledID, r.ScheduledID))
+	}
 	k.add("delivered", strings.Join(r.DeliveredRecipients, ", "))
 	k.add("group", r.DeliveredGroup)
 	k.add("agents", strings.Join(r.DeliveredAgents, ", "))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 
@@ -204,22 +205,42 @@ func (s *Store) GetScheduled(ctx context.Context, id int64) (store.ScheduleEntry
 }
 
 // sqlCancelSched removes an entry and its recipients and appends the event,
-// all only if the entry is still there.
+// all only if the entry is still there, and returns its message's id.
 var sqlCancelSched = `WITH d AS (DELETE FROM scheduled WHERE sched_id = $1 RETURNING sched_id, msg_id),
 		r AS (DELETE FROM scheduled_recipients WHERE sched_id IN (SELECT sched_id FROM d)),
 		e AS (INSERT INTO events (type, msg_id, at_ms, detail)
 			SELECT '` + model.EventMsgCancelled + `', d.msg_id, $2, 'id=' || d.sched_id FROM d)
-	SELECT count(*) FROM d`
+	SELECT msg_id FROM d`
 
-// CancelScheduled removes a pending entry, its recipients and appends the
-// event, in one statement.
+// CancelScheduled removes a pending entry, its recipients and its body
+// when nothing else refers to it, and appends the event, in one
+// transaction.
 func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64) error {
-	var n int64
-	if err := s.pool.QueryRow(ctx, sqlCancelSched, id, nowMS).Scan(&n); err != nil {
-		return fail("cancel scheduled", err)
-	}
-	if n == 0 {
-		return model.NotFound("scheduled entry")
-	}
-	return nil
+	forgot := false
+	defer func() {
+		if forgot {
+			s.bodies.ForgetAll() // and inside the transaction (package bodies)
+		}
+	}()
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		var msgID string
+		err := tx.QueryRow(ctx, sqlCancelSched, id, nowMS).Scan(&msgID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return model.NotFound("scheduled entry")
+		}
+		if err != nil {
+			return fail("cancel scheduled", err)
+		}
+		// Retention removes only the bodies of the records it deletes, and
+		// a cancelled message never had one.
+		n, err := deleteOrphanBodies(ctx, tx, []string{msgID}, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			forgot = true
+			s.bodies.ForgetAll()
+		}
+		return nil
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/msgcenter/msgcenter/model"
@@ -212,9 +213,16 @@ func (s *Store) GetScheduled(ctx context.Context, id int64) (store.ScheduleEntry
 	return out[0], nil
 }
 
-// CancelScheduled removes a pending entry, its recipients and appends the
-// event, in one transaction.
+// CancelScheduled removes a pending entry, its recipients and its body
+// when nothing else refers to it, and appends the event, in one
+// transaction.
 func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64) error {
+	forgot := false
+	defer func() {
+		if forgot {
+			s.bodies.ForgetAll() // and again after the commit (package bodies)
+		}
+	}()
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var msgID string
 		err := tx.QueryRowContext(ctx, "DELETE FROM scheduled WHERE sched_id = ? RETURNING msg_id", id).Scan(&msgID)
@@ -226,6 +234,16 @@ func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64) error {
 		}
 		if _, err := tx.ExecContext(ctx, "DELETE FROM scheduled_recipients WHERE sched_id = ?", id); err != nil {
 			return fmt.Errorf("sqlite: cancel scheduled: %w", err)
+		}
+		// Retention removes only the bodies of the records it deletes, and
+		// a cancelled message never had one.
+		n, err := deleteOrphanBodies(ctx, tx, []string{msgID}, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			forgot = true
+			s.bodies.ForgetAll()
 		}
 		_, err = tx.StmtContext(ctx, s.st.insertEvent).ExecContext(ctx, model.EventMsgCancelled,
 			"", "", "", msgID, "", "", nowMS, fmt.Sprintf("id=%d", id))

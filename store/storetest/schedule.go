@@ -369,6 +369,10 @@ func testScheduleCancel(t *testing.T, s store.Store) {
 	}
 	_, err = s.Apply(ctx, consumePlan(e, base+1_000))
 	requireErrIs(t, err, model.ErrConflict, "materializing a cancelled entry")
+	// Nothing refers to the cancelled message's body any more, and
+	// retention looks only at the bodies of the records it deletes.
+	requireBody(t, s, e.MsgID, false, "the cancelled message")
+	requireBody(t, s, keep.MsgID, true, "the entry kept")
 	evs := eventsOf(allEvents(t, s, ""), model.EventMsgCancelled, "")
 	if len(evs) != 1 || evs[0].MsgID != e.MsgID || evs[0].AtMS != base+500 || evs[0].Detail != fmt.Sprintf("id=%d", e.ID) {
 		t.Fatalf("cancel events = %s; want one for %s at %d", dump(evs), short(e.MsgID), base+500)
