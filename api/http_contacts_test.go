@@ -110,6 +110,10 @@ func TestHTTPReadReceipts(t *testing.T) {
 			c("at_ms wrong type", e.alice, `{`+base+`,"at_ms":"now"}`, 400, inv, "at_ms"),
 			c("negative at_ms", e.alice, `{`+base+`,"at_ms":-1}`, 400, inv, "at_ms"),
 			c("group_id with space", e.alice, `{`+base+`,"group_id":"did g"}`, 400, inv, "group_id"),
+			// bob is in group2, but alice's direct message did not go there:
+			// group2's members would read the receipt and its reason.
+			c("group_id of a group the message did not go to", e.bob, `{"msg_id":"`+dm+`","reader_did":"did:bob","group_id":"`+didGroup2+`","status":"REJECTED","reason":"spam"}`, 400, inv, "group_id"),
+			c("at_ms far ahead", e.alice, `{`+base+`,"at_ms":9999999999999}`, 400, inv, "at_ms"),
 			c("unknown message", e.alice, `{"msg_id":"cymsg:00","reader_did":"did:alice","status":"READED"}`, 404, wire.CodeNotFound, ""),
 			c("alice as reader bob", e.alice, `{"msg_id":"`+gm+`","reader_did":"did:bob","status":"READED"}`, 403, wire.CodeForbidden, ""),
 			c("tunnel as reader bob", e.tunnel, `{"msg_id":"`+gm+`","reader_did":"did:bob","status":"READED"}`, 403, wire.CodeForbidden, ""),

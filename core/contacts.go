@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
@@ -13,6 +14,10 @@ import (
 
 // MaxSubscribers bounds one group's subscriber list.
 const MaxSubscribers = 100_000
+
+// maxReceiptSkew is how far ahead of the server's clock a receipt's at_ms
+// may be (clients' clocks drift).
+const maxReceiptSkew = 5 * time.Minute
 
 // MaxRoutes bounds the routes of one DID.
 const MaxRoutes = 64
@@ -170,12 +175,32 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 			return zero, model.Forbidden(fmt.Sprintf("%s is not a member of %s", req.ReaderDID, req.GroupID))
 		}
 	}
-	if _, err := s.GetMessage(ctx, who, req.MsgID); err != nil {
+	body, err := s.GetMessage(ctx, who, req.MsgID)
+	if err != nil {
 		return zero, err // a message the caller cannot read does not exist for it
 	}
+	if req.GroupID != "" {
+		// Listed by group to the group's members: a receipt may name only
+		// the group the message went to, or a private message's receipt,
+		// with its reason, would show to another group.
+		m, err := message.Decode(body)
+		if err != nil {
+			return zero, fmt.Errorf("message %s: %w", req.MsgID, err)
+		}
+		if m.From != req.GroupID {
+			return zero, model.Invalid("group_id", fmt.Sprintf("message %s was not sent to group %s", req.MsgID, req.GroupID))
+		}
+	}
+	now := s.nowMS()
 	at := req.AtMS
 	if at == 0 {
-		at = s.nowMS()
+		at = now
+	}
+	// A newer receipt wins over an older one, so one stamped far ahead
+	// would freeze the reader's status.
+	if at > now+maxReceiptSkew.Milliseconds() {
+		return zero, model.Invalid("at_ms", fmt.Sprintf("is %s ahead of the server's clock; at most %s is allowed",
+			time.Duration(at-now)*time.Millisecond, maxReceiptSkew))
 	}
 	return s.st.PutReceipt(ctx, model.Receipt{MsgID: req.MsgID, Iss: who.DID, Reader: req.ReaderDID,
 		GroupID: req.GroupID, AtMS: at, Status: req.Status, Reason: req.Reason})
