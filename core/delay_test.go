@@ -12,6 +12,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store/sqlite"
 	"github.com/msgcenter/msgcenter/wire"
@@ -293,5 +294,59 @@ func TestCancelDelayedDispatch(t *testing.T) {
 	}
 	if _, err := s.CancelScheduled(ctx, admin, unnamed); err != nil {
 		t.Fatalf("admin cancels: %v", err)
+	}
+}
+
+// TestDelayedGroupPostOfAFormerMember: a member's delayed post in a
+// group's name is not delivered if the member left before it came due, as
+// a post made then would be refused; a group that blocks an author takes
+// nothing of its posts, and a group post naming other recipients is
+// refused rather than sent to the group alone.
+func TestDelayedGroupPostOfAFormerMember(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	const grp = "did:test:group"
+	alice, bob := agent("did:alice"), agent("did:bob")
+	if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{alice.DID, bob.DID, "did:carol"}}); err != nil {
+		t.Fatal(err)
+	}
+	post := func(who model.Identity, text string, delay *int64) (*wire.PostSendResult, error) {
+		m := &message.Message{From: grp, Source: who.DID, Kind: message.KindGroupMsg, Content: message.Content{Content: text}}
+		return s.PostSend(ctx, who, &wire.PostSendRequest{Msg: m, DelayMS: delay})
+	}
+	if _, err := post(alice, "from a member who leaves", ptr(int64(60_000))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := post(bob, "from a member who stays", ptr(int64(60_000))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{bob.DID, "did:carol"}}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute)
+	if _, err := s.FlushScheduled(ctx, admin, &wire.FlushRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(syncAll(t, s, "did:carol", model.Inbox)); len(got) != 1 || got[0] != "from a member who stays" {
+		t.Fatalf("carol's INBOX holds %q, want only the post of the member who stayed", got)
+	}
+
+	if _, err := s.Block(ctx, admin, grp, bob.DID, true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := post(bob, "to a group that blocks its author", nil)
+	if err != nil || res.OK || len(res.DroppedRecipients) != 1 || res.DroppedRecipients[0] != grp || len(res.LocalRecipients) != 0 {
+		t.Fatalf("post to a group that blocks the author: %+v, %v", res, err)
+	}
+	if got := syncAll(t, s, "did:carol", model.Inbox); len(got) != 1 {
+		t.Fatalf("carol got the blocked author's post: %q", texts(got))
+	}
+	m := &message.Message{From: grp, Source: "did:carol", To: []string{"did:dave"}, Kind: message.KindGroupMsg, Content: message.Content{Content: "and dave"}}
+	_, err = s.PostSend(ctx, agent("did:carol"), &wire.PostSendRequest{Msg: m})
+	var me *model.Error
+	if !errors.Is(err, model.ErrInvalid) || !errors.As(err, &me) || me.Field != "msg.to" {
+		t.Fatalf("group post with msg.to: %v; want invalid msg.to", err)
 	}
 }

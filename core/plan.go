@@ -168,6 +168,19 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 	out := c.newRecord(author, model.Outbox, "", nil, now)
 	p.Records = append(p.Records, out)
 	res.OutboxRecordID = out.RecordID
+	if c.isGroup {
+		// As for a dispatch: a group that blocks the author takes nothing
+		// from it, in its box, its members' or its external chat.
+		blocked, err := s.st.BlockedBy(ctx, author, []string{c.msg.From})
+		if err != nil {
+			return nil, nil, err
+		}
+		if blocked[c.msg.From] {
+			res.OK, res.Reason = false, "blocked"
+			res.DroppedRecipients = append(res.DroppedRecipients, c.msg.From)
+			return p, res, nil
+		}
+	}
 
 	for _, target := range c.sendTargets() {
 		chosen, err := s.sendRoutes(ctx, target, sc)

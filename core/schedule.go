@@ -104,6 +104,19 @@ func (s *Service) materialize(ctx context.Context, e *store.ScheduleEntry) error
 		}
 		p, _, err = s.planDispatch(ctx, c, ingress, now)
 	default:
+		// A member posting in a group's name speaks for it only while a
+		// member: one removed since is refused now, as a post made now
+		// would be (canSpeakFor).
+		if m := c.msg; c.isGroup && m.Source != "" && m.Source != m.From {
+			ok, err := s.st.IsSubscriber(ctx, m.From, m.Source)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				s.log.Warn("dropping delayed group post: its author left the group", "msg_id", e.MsgID, "group", m.From, "author", m.Source)
+				return s.apply(ctx, &store.Plan{MsgID: e.MsgID, MsgBody: e.MsgBody, NowMS: s.nowMS(), ConsumeSchedule: e.ID})
+			}
+		}
 		var sc *wire.SendCtx
 		if len(e.Ctx) > 0 {
 			_ = json.Unmarshal(e.Ctx, &sc)

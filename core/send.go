@@ -141,6 +141,11 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	if err := s.canSpeakFor(ctx, who, c); err != nil {
 		return nil, err
 	}
+	if c.isGroup && len(c.msg.To) > 0 {
+		// It would be dropped without a word: a group message goes to the
+		// group's subscribers and external chat only.
+		return nil, model.Invalid("msg.to", fmt.Sprintf("a message from group %s goes to its subscribers; leave msg.to empty, or send the others a message of their own", c.msg.From))
+	}
 	if req.DelayMS != nil || req.DeliverAtMS != nil { // a send made now is checked as it plans
 		if err := s.checkSendRoutes(ctx, c, req.SendCtx); err != nil {
 			return nil, err
