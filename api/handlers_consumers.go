@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -41,8 +40,8 @@ func (a *API) createConsumer(w http.ResponseWriter, r *http.Request, who model.I
 }
 
 func (a *API) listConsumers(w http.ResponseWriter, r *http.Request, who model.Identity) error {
-	owner := r.URL.Query().Get("owner")
-	if err := message.CheckDID("owner", owner, false); err != nil {
+	owner, err := queryDID(r, "owner")
+	if err != nil {
 		return err
 	}
 	res, err := a.svc.ListConsumers(r.Context(), who, owner)

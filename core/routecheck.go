@@ -43,8 +43,14 @@ func checkContactRoute(prefix string, r *model.ContactRoute) error {
 	if r.Address == "" && r.ChatID == "" {
 		return model.Invalid(prefix+".address", "give an address or a chat_id")
 	}
-	for _, f := range []struct{ name, v string }{{"address", r.Address}, {"platform", r.Platform},
-		{"chat_id", r.ChatID}, {"account_id", r.AccountID}, {"mode", r.Mode}} {
+	return checkRouteTexts(prefix, r.Address, r.Platform, r.ChatID, r.AccountID, r.Mode)
+}
+
+// checkRouteTexts checks the platform-side values a route and an ingress
+// context share, each named under prefix.
+func checkRouteTexts(prefix, address, platform, chatID, accountID, mode string) error {
+	for _, f := range []struct{ name, v string }{{"address", address}, {"platform", platform},
+		{"chat_id", chatID}, {"account_id", accountID}, {"mode", mode}} {
 		if err := checkRouteText(prefix+"."+f.name, f.v); err != nil {
 			return err
 		}
@@ -68,11 +74,8 @@ func checkIngress(who model.Identity, r *model.Route) error {
 	if err := message.CheckDID("ingress_ctx.target_did", r.TargetDID, false); err != nil {
 		return err
 	}
-	for _, f := range []struct{ name, v string }{{"address", r.Address}, {"platform", r.Platform},
-		{"chat_id", r.ChatID}, {"account_id", r.AccountID}, {"mode", r.Mode}} {
-		if err := checkRouteText("ingress_ctx."+f.name, f.v); err != nil {
-			return err
-		}
+	if err := checkRouteTexts("ingress_ctx", r.Address, r.Platform, r.ChatID, r.AccountID, r.Mode); err != nil {
+		return err
 	}
 	if len(r.ExtIDs) > maxExtIDs {
 		return model.Invalid("ingress_ctx.ext_ids", fmt.Sprintf("at most %d ids", maxExtIDs))

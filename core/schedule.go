@@ -88,8 +88,7 @@ func (s *Service) materialize(ctx context.Context, e *store.ScheduleEntry) error
 		// The message was valid when scheduled; if contacts changed so that
 		// it no longer plans (say a group was dissolved), drop the entry
 		// rather than retry forever, and say so in the log.
-		s.log.Warn("dropping delayed message that no longer validates", "msg_id", e.MsgID, "err", err)
-		return s.apply(ctx, &store.Plan{MsgID: e.MsgID, MsgBody: e.MsgBody, NowMS: s.nowMS(), ConsumeSchedule: e.ID})
+		return s.dropEntry(ctx, e, "dropping delayed message that no longer validates", "err", err)
 	}
 	if err != nil {
 		return err
@@ -113,8 +112,7 @@ func (s *Service) materialize(ctx context.Context, e *store.ScheduleEntry) error
 				return err
 			}
 			if !ok {
-				s.log.Warn("dropping delayed group post: its author left the group", "msg_id", e.MsgID, "group", m.From, "author", m.Source)
-				return s.apply(ctx, &store.Plan{MsgID: e.MsgID, MsgBody: e.MsgBody, NowMS: s.nowMS(), ConsumeSchedule: e.ID})
+				return s.dropEntry(ctx, e, "dropping delayed group post: its author left the group", "group", m.From, "author", m.Source)
 			}
 		}
 		var sc *wire.SendCtx
@@ -128,6 +126,13 @@ func (s *Service) materialize(ctx context.Context, e *store.ScheduleEntry) error
 	}
 	p.ConsumeSchedule = e.ID
 	return s.apply(ctx, p)
+}
+
+// dropEntry consumes a due entry without delivering anything, and says why
+// in the log: retrying it would fail the same way for ever.
+func (s *Service) dropEntry(ctx context.Context, e *store.ScheduleEntry, why string, args ...any) error {
+	s.log.Warn(why, append([]any{"msg_id", e.MsgID}, args...)...)
+	return s.apply(ctx, &store.Plan{MsgID: e.MsgID, MsgBody: e.MsgBody, NowMS: s.nowMS(), ConsumeSchedule: e.ID})
 }
 
 // Scheduled lists pending delayed messages (admin only).
