@@ -28,6 +28,8 @@ type RetentionConfig struct {
 	// ARCHIVED, DELETED) are kept after their last change, per box family
 	// (model.ConsumerFamily for every consumer's box). A family not listed
 	// keeps them DefaultRetention; a negative duration keeps them forever.
+	// GROUP_INBOX's period applies to all of a group's log, read or not
+	// (none of it is ever finished), as far as its consumers have examined.
 	Terminal map[model.BoxKind]time.Duration
 	// Events is how long the event log is kept (default DefaultRetention;
 	// negative: forever).
@@ -102,6 +104,9 @@ func (s *Service) purge(ctx context.Context) (*wire.RetentionResult, error) {
 			p.TerminalBeforeMS[f] = now - d.Milliseconds()
 		}
 	}
+	// A group's log is read, never finished: its family's period applies
+	// to every record of it.
+	p.GroupLogBeforeMS = p.TerminalBeforeMS[model.GroupInbox]
 	if r.Events > 0 {
 		p.EventsBeforeMS = now - r.Events.Milliseconds()
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -135,5 +136,94 @@ func TestRetentionPolicyPerFamily(t *testing.T) {
 	if p.TerminalMS[model.Inbox] != 0 || p.TerminalMS[model.Outbox] != time.Hour.Milliseconds() ||
 		p.TerminalMS[model.ConsumerFamily] != DefaultRetention.Milliseconds() || !p.Enabled {
 		t.Fatalf("policy: %+v", p)
+	}
+}
+
+// A group's log goes after GROUP_INBOX's period whatever its records'
+// states (no one finishes them), once every member's consumer of it has
+// examined them; the bodies go with the last record. In members mode the
+// members' own inbox records are theirs: unread, they stay, and keep the
+// body.
+func TestRetentionGroupLog(t *testing.T) {
+	t.Parallel()
+	for _, d := range []model.GroupDelivery{model.DeliverToMembers, model.DeliverToGroup} {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			clk := newClock()
+			s := newService(t, clk)
+			ctx := context.Background()
+			const grp = "did:test:group"
+			if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{bob, carol}, Delivery: d}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateConsumer(ctx, agent(carol), &wire.ConsumerRequest{Name: "all", SourceOwner: grp, SourceBox: "GROUP_INBOX"}); err != nil {
+				t.Fatal(err)
+			}
+			m := &message.Message{From: grp, Source: bob, Kind: message.KindGroupMsg, Content: message.Content{Content: "g"}}
+			if _, err := s.PostSend(ctx, admin, &wire.PostSendRequest{Msg: m}); err != nil {
+				t.Fatal(err)
+			}
+			log := syncAll(t, s, grp, model.GroupInbox)
+			if len(log) != 1 || log[0].Record.State != model.Unread {
+				t.Fatalf("the group's log: %+v", log)
+			}
+			clk.Advance(DefaultRetention + time.Hour)
+			// The pump has not fed carol's consumer yet: the record stays.
+			res, err := s.RunRetention(ctx, admin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Records[model.GroupInbox] != 0 {
+				t.Fatalf("purged a group record carol's consumer has not examined: %+v", res)
+			}
+			pumpAll(t, s)
+			if res, err = s.RunRetention(ctx, admin); err != nil {
+				t.Fatal(err)
+			}
+			if res.Records[model.GroupInbox] != 1 {
+				t.Fatalf("an unread group record older than the period stayed: %+v", res)
+			}
+			if got := syncAll(t, s, grp, model.GroupInbox); len(got) != 0 {
+				t.Fatalf("the group's log after retention: %+v", got)
+			}
+			// carol's consumer copy (unread) still refers to the body, and in
+			// members mode so do the members' unread inbox records.
+			if _, err := s.GetMessage(ctx, admin, log[0].Record.MsgID); err != nil {
+				t.Fatalf("the body went while records refer to it: %v", err)
+			}
+			if d == model.DeliverToMembers {
+				if got := texts(syncAll(t, s, carol, model.Inbox)); len(got) != 1 {
+					t.Fatalf("carol's inbox after the group's log went: %v", got)
+				}
+			}
+		})
+	}
+}
+
+// GROUP_INBOX=off keeps a group's log for ever.
+func TestRetentionGroupLogKeptForever(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := New(openTestStore(t), Config{Now: clk.Now, Retention: RetentionConfig{
+		Terminal: map[model.BoxKind]time.Duration{model.GroupInbox: -1}}})
+	ctx := context.Background()
+	const grp = "did:test:group"
+	if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{bob}, Delivery: model.DeliverToGroup}); err != nil {
+		t.Fatal(err)
+	}
+	m := &message.Message{From: grp, Source: bob, Kind: message.KindGroupMsg, Content: message.Content{Content: "g"}}
+	if _, err := s.PostSend(ctx, admin, &wire.PostSendRequest{Msg: m}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * DefaultRetention)
+	res, err := s.RunRetention(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Records[model.GroupInbox] != 0 || res.Messages != 0 {
+		t.Fatalf("GROUP_INBOX=off, yet retention took %+v", res)
+	}
+	if got := syncAll(t, s, grp, model.GroupInbox); len(got) != 1 {
+		t.Fatalf("the group's log: %+v", got)
 	}
 }

@@ -90,6 +90,11 @@ type ConsumerAdvance struct {
 type PurgeParams struct {
 	NowMS            int64
 	TerminalBeforeMS map[model.BoxKind]int64
+	// GroupLogBeforeMS: records of GROUP_INBOX boxes (a group's log, which
+	// no one finishes) last changed before it go whatever their state,
+	// unless held or not yet examined by a consumer of their box. 0 keeps
+	// them.
+	GroupLogBeforeMS int64
 	Acked            bool
 	MessagesBeforeMS int64
 	EventsBeforeMS   int64 // 0: keep every event

@@ -49,8 +49,9 @@ type AckRequest struct {
 }
 
 // RetentionPolicy is GET /v1/admin/retention: how long terminal records of
-// each box family are kept (0: forever), how often retention runs, and how
-// long events are kept.
+// each box family are kept (0: forever; GROUP_INBOX's applies to every
+// record of a group's log, which no one finishes), how often retention
+// runs, and how long events are kept.
 type RetentionPolicy struct {
 	TerminalMS map[model.BoxKind]int64 `json:"terminal_ms"`
 	EventsMS   int64                   `json:"events_ms"`

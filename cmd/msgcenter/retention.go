@@ -54,6 +54,7 @@ func newRetentionShowCmd(g *globals) *cobra.Command {
 					fmt.Fprintln(w, "background passes are off (msgcenter retention run runs one)")
 				}
 				fmt.Fprintln(w, "acknowledged records of consumer boxes go at the next pass")
+				fmt.Fprintln(w, "a group's log (GROUP_INBOX) goes after its period read or not, once its consumers have examined it")
 				return nil
 			})
 		},

@@ -14,8 +14,9 @@ const (
 	SQLGetRecord   = sqlGetRecord
 )
 
-// SQLUpdate and SQLClaim are Update's and Claim's statements.
-var SQLUpdate, SQLClaim = sqlUpdate, sqlClaim
+// SQLUpdate and SQLClaim are Update's and Claim's statements,
+// SQLPurgeGroupLog retention's of groups' logs.
+var SQLUpdate, SQLClaim, SQLPurgeGroupLog = sqlUpdate, sqlClaim, sqlPurgeGroupLog
 
 // Pool is the store's connection pool, whose connections carry the
 // store's session settings.

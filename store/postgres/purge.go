@@ -55,6 +55,19 @@ var sqlPurgeTerminal = `DELETE FROM records WHERE record_id IN (
 		FOR UPDATE SKIP LOCKED)
 	RETURNING box, msg_id`
 
+// sqlPurgeGroupLog deletes at most $2 records of groups' logs
+// (GROUP_INBOX) last changed before $1, whatever their state unless held,
+// oldest first along records_group_log.
+var sqlPurgeGroupLog = `DELETE FROM records WHERE record_id IN (
+		SELECT r.record_id FROM records r
+		WHERE r.box = '` + string(model.GroupInbox) + `' AND r.updated_at_ms < $1
+			AND r.state <> '` + string(model.HeldState(model.GroupInbox)) + `'
+			AND NOT ` + unexamined + `
+		ORDER BY r.updated_at_ms
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED)
+	RETURNING box, msg_id`
+
 // sqlPurgeAcked deletes at most $2 records of consumers' boxes at or below
 // their consumer's cursor that are not held.
 var sqlPurgeAcked = `DELETE FROM records WHERE record_id IN (
@@ -71,8 +84,8 @@ const sqlPurgeEvents = `DELETE FROM events WHERE event_id IN (
 	SELECT event_id FROM events WHERE at_ms < $1 ORDER BY event_id LIMIT $2 FOR UPDATE SKIP LOCKED)`
 
 // Purge is one retention pass in one transaction: records (terminal past
-// their family's cutoff, then, with p.Acked, acknowledged consumer
-// records), at most p.Limit of them (defaultLimit when unset); the bodies
+// their family's cutoff, then groups' logs past p.GroupLogBeforeMS, then,
+// with p.Acked, acknowledged consumer records), at most p.Limit of them (defaultLimit when unset); the bodies
 // of those that nothing refers to any more, with their receipts; then at
 // most p.Limit events older than p.EventsBeforeMS (none when it is 0).
 // More is set when either limit was reached. A retention.purged event with
@@ -104,6 +117,17 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			if gone, err = collectGone(rows); err != nil {
 				return fail("purge terminal records", err)
 			}
+		}
+		if p.GroupLogBeforeMS > 0 && len(gone) < limit {
+			rows, err := tx.Query(ctx, sqlPurgeGroupLog, p.GroupLogBeforeMS, limit-len(gone))
+			if err != nil {
+				return fail("purge group logs", err)
+			}
+			g, err := collectGone(rows)
+			if err != nil {
+				return fail("purge group logs", err)
+			}
+			gone = append(gone, g...)
 		}
 		if p.Acked && len(gone) < limit {
 			rows, err := tx.Query(ctx, sqlPurgeAcked, consumerBoxPrefix, limit-len(gone))

@@ -151,9 +151,19 @@ const ackedQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM cons
 		LIMIT ?)
 	RETURNING box, msg_id`
 
+// groupLogQuery is the DELETE of at most limit records of groups' logs
+// (GROUP_INBOX) last changed before a cutoff, whatever their state unless
+// held, walking the records_group_log index.
+var groupLogQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM records r
+		WHERE r.box = '` + string(model.GroupInbox) + `' AND r.updated_at_ms < ?
+			AND r.state <> '` + string(model.HeldState(model.GroupInbox)) + `'
+			AND NOT ` + unexamined + `
+		ORDER BY r.updated_at_ms LIMIT ?)
+	RETURNING box, msg_id`
+
 // Purge is one retention pass in one transaction: records (terminal past
-// their family's cutoff, then, with p.Acked, acknowledged consumer
-// records), at most p.Limit of them (defaultLimit when unset); the bodies
+// their family's cutoff, then groups' logs past p.GroupLogBeforeMS, then,
+// with p.Acked, acknowledged consumer records), at most p.Limit of them (defaultLimit when unset); the bodies
 // of those that nothing refers to any more, with their receipts; then at
 // most p.Limit events older than p.EventsBeforeMS (none when it is 0). More
 // is set when either limit was reached. A retention.purged event with the
@@ -177,6 +187,13 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 				return fmt.Errorf("sqlite: purge terminal records: %w", err)
 			}
 			gone = g
+		}
+		if p.GroupLogBeforeMS > 0 && len(gone) < limit {
+			g, err := deleteRecords(ctx, tx, groupLogQuery, p.GroupLogBeforeMS, limit-len(gone))
+			if err != nil {
+				return fmt.Errorf("sqlite: purge group logs: %w", err)
+			}
+			gone = append(gone, g...)
 		}
 		if p.Acked && len(gone) < limit {
 			g, err := deleteRecords(ctx, tx, ackedQuery, limit-len(gone))

@@ -15,6 +15,7 @@ func purgeTests() []testCase {
 	return []testCase{
 		{"TerminalByFamilyCutoff", testPurgeTerminal},
 		{"ConsumerFamily", testPurgeConsumerFamily},
+		{"GroupLogByAge", testPurgeGroupLog},
 		{"UnexaminedByConsumerKept", testPurgeConsumerProtects},
 		{"AckedConsumerRecords", testPurgeAcked},
 		{"Bodies", testPurgeBodies},
@@ -147,6 +148,68 @@ func testPurgeTerminal(t *testing.T, s store.Store) {
 	if evs, _ := purgedEvents(t, s); len(evs) != 1 {
 		t.Fatalf("a purge that deleted nothing appended an event: %s", dump(evs))
 	}
+}
+
+// A group's log (GROUP_INBOX) goes by age, whatever its records' states:
+// a record last changed before GroupLogBeforeMS goes unless it is held or
+// a consumer of its box has not examined it. Fresh records stay, and so do
+// unfinished records of other boxes; a body a member's record shares stays.
+func testPurgeGroupLog(t *testing.T, s store.Store) {
+	const other = "did:test:group-2"
+	held := putRec(t, s, grp, model.GroupInbox, "g-held", model.Unread, oldMS)
+	if got := mustClaim(t, s, claimParams(grp, model.GroupInbox, oldMS, "L")); got.RecordID != held.RecordID {
+		t.Fatalf("claimed %s, want %s", got.RecordID, held.RecordID)
+	}
+	unread := putRec(t, s, grp, model.GroupInbox, "g-unread-old", model.Unread, oldMS)
+	readed := putRec(t, s, grp, model.GroupInbox, "g-readed-old", model.Readed, oldMS)
+	fresh := putRec(t, s, grp, model.GroupInbox, "g-unread-fresh", model.Unread, freshMS)
+	inbox := putRec(t, s, alice, model.Inbox, "g-inbox-old", model.Unread, oldMS)
+	m := msgID("g-members")
+	created := mustApply(t, s, newPlan(m, oldMS, newRec(grp, model.GroupInbox, m, oldMS), newRec(bob, model.Inbox, m, oldMS))).Created
+	// other's log has a consumer that has examined its first record only.
+	watched := seedBox(t, s, "g-watched", other, model.GroupInbox, 2, oldMS, nil)
+	c := newConsumer(carol, "watch", other, model.GroupInbox)
+	c.SourceSeq = watched[0].Seq
+	mustCreateConsumer(t, s, c, false)
+
+	p := store.PurgeParams{NowMS: purgeMS, MessagesBeforeMS: purgeMS, Limit: 100}
+	if res := mustPurge(t, s, p); !res.Empty() {
+		t.Fatalf("a purge without GroupLogBeforeMS deleted %s", dump(res))
+	}
+	p.GroupLogBeforeMS = cutMS
+	// unread, readed, the members-mode message's group record, other's first.
+	requirePurged(t, mustPurge(t, s, p), map[model.BoxKind]int64{model.GroupInbox: 4}, 3, 0, "group log purge")
+	for _, r := range []model.Record{unread, readed, created[0], watched[0]} {
+		requireNoRecord(t, s, r.RecordID)
+	}
+	for _, r := range []model.Record{held, fresh, inbox, created[1], watched[1]} {
+		mustGet(t, s, r.RecordID)
+	}
+	requireBody(t, s, unread.MsgID, false, "body of a purged group record")
+	requireBody(t, s, m, true, "body a member's record still refers to")
+	if res := mustPurge(t, s, p); !res.Empty() {
+		t.Fatalf("second group log purge deleted %s", dump(res))
+	}
+
+	// Limit: one at a time, with More while any is left.
+	mustAdvance(t, s, &store.ConsumerAdvance{CreatedAtMS: base, Owner: carol, Name: "watch",
+		FromSourceSeq: c.SourceSeq, ToSourceSeq: watched[1].Seq, NowMS: purgeMS})
+	mustUpdate(t, s, &store.Update{RecordID: held.RecordID, From: model.Reading, ExpectLeaseID: "L",
+		To: model.Unread, NowMS: oldMS + 1, VisibleAtMS: oldMS + 1})
+	p.Limit = 1
+	for i := range 2 {
+		res := mustPurge(t, s, p)
+		requirePurged(t, res, map[model.BoxKind]int64{model.GroupInbox: 1}, 1, 0, fmt.Sprintf("limited purge %d", i))
+		if !res.More {
+			t.Fatalf("limited purge %d: More not set", i)
+		}
+	}
+	requireNoRecord(t, s, held.RecordID)
+	requireNoRecord(t, s, watched[1].RecordID)
+	if res := mustPurge(t, s, p); !res.Empty() || res.More {
+		t.Fatalf("third limited purge = %s, want nothing", dump(res))
+	}
+	mustGet(t, s, fresh.RecordID)
 }
 
 // A consumer's box is purged under the CONSUMER family's cutoff and

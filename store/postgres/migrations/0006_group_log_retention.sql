@@ -1,0 +1,12 @@
+-- 0006: a group's log is kept for a period, read or not.
+--
+-- Every group message leaves a record in its group's GROUP_INBOX, the log
+-- its members sync, stream and feed their consumers from. No one finishes
+-- those records (a member reads the log; only the group itself or an admin
+-- could change them), so retention, which took only finished records,
+-- kept them and their bodies for ever. They now go once their family's
+-- period has passed since their last change, whatever their state unless
+-- held, and never before every consumer of the box has examined them
+-- (purge.go, sqlPurgeGroupLog). This index is what that walks: one entry
+-- per group message, none per member.
+CREATE INDEX records_group_log ON records (updated_at_ms) WHERE box = 'GROUP_INBOX';
