@@ -227,3 +227,39 @@ func TestRetentionGroupLogKeptForever(t *testing.T) {
 		t.Fatalf("the group's log: %+v", got)
 	}
 }
+
+// With a period shorter than the bodies' grace, a body outlives its last
+// record by the grace, not for ever: a later pass takes it.
+func TestRetentionShortPeriodBodiesGoLater(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := New(openTestStore(t), Config{Now: clk.Now, Retention: RetentionConfig{Terminal: map[model.BoxKind]time.Duration{
+		model.Inbox: time.Minute, model.Outbox: time.Minute}}})
+	ctx := context.Background()
+	res, err := s.PostSend(ctx, agent(alice), &wire.PostSendRequest{Msg: chat(alice, []string{bob}, "brief")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := syncAll(t, s, bob, model.Inbox)
+	if _, err := s.SetState(ctx, agent(bob), in[0].Record.RecordID, &wire.StateRequest{NewState: model.Readed}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute)
+	got, err := s.RunRetention(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Records[model.Inbox] != 1 || got.Records[model.Outbox] != 1 || got.Messages != 0 {
+		t.Fatalf("first pass: %+v (want both records, the body kept for its grace)", got)
+	}
+	clk.Advance(messageGrace)
+	if got, err = s.RunRetention(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	if got.Messages != 1 {
+		t.Fatalf("pass after the grace: %+v (want the body)", got)
+	}
+	if _, err := s.GetMessage(ctx, admin, res.MsgID); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("the body outlived its records and its grace: %v", err)
+	}
+}

@@ -61,7 +61,9 @@ type Consumers interface {
 	//
 	// A body goes only if no record and no scheduled entry refers to it and
 	// it was last stored before p.MessagesBeforeMS: a plan being applied
-	// concurrently refreshes that time on the body it reuses.
+	// concurrently refreshes that time on the body it reuses. A body whose
+	// last record goes before that time is remembered, and goes at a later
+	// pass once it is old enough, if nothing refers to it by then.
 	Purge(ctx context.Context, p PurgeParams) (PurgeResult, error)
 }
 

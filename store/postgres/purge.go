@@ -85,10 +85,12 @@ const sqlPurgeEvents = `DELETE FROM events WHERE event_id IN (
 
 // Purge is one retention pass in one transaction: records (terminal past
 // their family's cutoff, then groups' logs past p.GroupLogBeforeMS, then,
-// with p.Acked, acknowledged consumer records), at most p.Limit of them (defaultLimit when unset); the bodies
-// of those that nothing refers to any more, with their receipts; then at
-// most p.Limit events older than p.EventsBeforeMS (none when it is 0).
-// More is set when either limit was reached. A retention.purged event with
+// with p.Acked, acknowledged consumer records), at most p.Limit of them
+// (defaultLimit when unset); the bodies nothing refers to any more, of
+// those records and of earlier ones that were too young to go then
+// (purgeBodies), with their receipts; then at most p.Limit events older
+// than p.EventsBeforeMS (none when it is 0). More is set when any limit
+// was reached. A retention.purged event with
 // the counts as JSON is appended when anything went.
 func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
 	limit := limitOr(p.Limit, defaultLimit)
@@ -146,11 +148,12 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 				res.Records[r.box.Family()]++
 			}
 		}
-		res.More = len(gone) >= limit
+		var more bool
 		var err error
-		if res.Messages, err = deleteOrphanBodies(ctx, tx, gone.msgIDs(), p.MessagesBeforeMS); err != nil {
+		if res.Messages, more, err = purgeBodies(ctx, tx, gone.msgIDs(), p.MessagesBeforeMS, limit); err != nil {
 			return err
 		}
+		res.More = len(gone) >= limit || more
 		if res.Messages > 0 {
 			s.bodies.ForgetAll() // and again after the commit
 		}
@@ -237,6 +240,59 @@ const sqlDeleteOrphans = `WITH m AS (
 		DELETE FROM receipts WHERE msg_id IN (SELECT msg_id FROM m)
 	)
 	SELECT count(*) FROM m`
+
+// sqlTakeDueOrphans takes from orphan_bodies at most $2 ids whose body
+// was last stored or reused before $1, or is gone already. SKIP LOCKED:
+// another node's pass may be taking the same ones.
+const sqlTakeDueOrphans = `DELETE FROM orphan_bodies WHERE msg_id IN (
+		SELECT o.msg_id FROM orphan_bodies o LEFT JOIN messages m ON m.msg_id = o.msg_id
+		WHERE m.msg_id IS NULL OR GREATEST(m.created_at_ms, m.ref_at_ms) < $1
+		LIMIT $2
+		FOR UPDATE OF o SKIP LOCKED)
+	RETURNING msg_id`
+
+// sqlKeepYoungOrphans puts in orphan_bodies, among $1, the bodies nothing
+// refers to that were stored or reused too recently to go now (at or after
+// $2): a later pass takes them once they are old enough. One a writer
+// refers to meanwhile is checked again then, and stays.
+const sqlKeepYoungOrphans = `INSERT INTO orphan_bodies (msg_id)
+	SELECT m.msg_id FROM messages m
+	WHERE m.msg_id = ANY($1::text[]) AND GREATEST(m.created_at_ms, m.ref_at_ms) >= $2
+		AND NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_id = m.msg_id)
+		AND NOT EXISTS (SELECT 1 FROM scheduled s WHERE s.msg_id = m.msg_id)
+	ON CONFLICT (msg_id) DO NOTHING`
+
+// purgeBodies deletes the bodies nothing refers to among ids (the messages
+// of the records this pass deleted) and among those waiting in
+// orphan_bodies whose time has come; those among ids still too young wait
+// there for a later pass. It says how many went and whether more waiting
+// ones are due than one pass takes.
+func purgeBodies(ctx context.Context, tx pgx.Tx, ids []string, beforeMS int64, limit int) (int64, bool, error) {
+	rows, err := tx.Query(ctx, sqlTakeDueOrphans, beforeMS, limit)
+	if err != nil {
+		return 0, false, fail("purge waiting bodies", err)
+	}
+	due, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, false, fail("purge waiting bodies", err)
+	}
+	all := ids
+	if len(due) > 0 {
+		all = append(slices.Clone(ids), due...)
+		slices.Sort(all)
+		all = slices.Compact(all)
+	}
+	n, err := deleteOrphanBodies(ctx, tx, all, beforeMS)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(ids) > 0 {
+		if _, err := tx.Exec(ctx, sqlKeepYoungOrphans, ids, beforeMS); err != nil {
+			return 0, false, fail("keep young bodies", err)
+		}
+	}
+	return n, len(due) >= limit, nil
+}
 
 // deleteOrphanBodies deletes, among ids, the bodies that no record and no
 // scheduled entry refers to and that were last stored before beforeMS,

@@ -115,6 +115,76 @@ func deleteOrphanBodies(ctx context.Context, tx *sql.Tx, ids []string, beforeMS 
 	return int64(len(gone)), nil
 }
 
+// takeDueOrphans takes from orphan_bodies at most limit ids whose body was
+// last stored before beforeMS, or is gone already.
+func takeDueOrphans(ctx context.Context, tx *sql.Tx, beforeMS int64, limit int) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `DELETE FROM orphan_bodies WHERE msg_id IN (
+			SELECT o.msg_id FROM orphan_bodies o LEFT JOIN messages m ON m.msg_id = o.msg_id
+			WHERE m.msg_id IS NULL OR m.created_at_ms < ?1 LIMIT ?2)
+		RETURNING msg_id`, beforeMS, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: purge waiting bodies: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: purge waiting bodies: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// keepYoungOrphans puts in orphan_bodies, among ids, the bodies nothing
+// refers to that were stored too recently to go now (at or after
+// beforeMS): a later pass takes them once they are old enough.
+func keepYoungOrphans(ctx context.Context, tx *sql.Tx, ids []string, beforeMS int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("sqlite: keep young bodies: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO orphan_bodies (msg_id)
+		SELECT m.msg_id FROM messages m
+		WHERE m.msg_id IN (SELECT value FROM json_each(?1)) AND m.created_at_ms >= ?2
+			AND NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_ref = m.msg_ref)
+			AND NOT EXISTS (SELECT 1 FROM scheduled s WHERE s.msg_id = m.msg_id)
+		ON CONFLICT (msg_id) DO NOTHING`, string(list), beforeMS); err != nil {
+		return fmt.Errorf("sqlite: keep young bodies: %w", err)
+	}
+	return nil
+}
+
+// purgeBodies deletes the bodies nothing refers to among ids (the messages
+// of the records this pass deleted) and among those waiting in
+// orphan_bodies whose time has come; those among ids still too young wait
+// there for a later pass. It says how many went and whether more waiting
+// ones are due than one pass takes.
+func purgeBodies(ctx context.Context, tx *sql.Tx, ids []string, beforeMS int64, limit int) (int64, bool, error) {
+	due, err := takeDueOrphans(ctx, tx, beforeMS, limit)
+	if err != nil {
+		return 0, false, err
+	}
+	all := ids
+	if len(due) > 0 {
+		all = append(slices.Clone(ids), due...)
+		slices.Sort(all)
+		all = slices.Compact(all)
+	}
+	n, err := deleteOrphanBodies(ctx, tx, all, beforeMS)
+	if err != nil {
+		return 0, false, err
+	}
+	if err := keepYoungOrphans(ctx, tx, ids, beforeMS); err != nil {
+		return 0, false, err
+	}
+	return n, len(due) >= limit, nil
+}
+
 // terminalQuery is the DELETE of at most limit terminal records past their
 // family's cutoff, oldest first, walking the records_retention index.
 func terminalQuery(cutoffs map[model.BoxKind]int64, limit int) (string, []any) {
@@ -163,10 +233,12 @@ var groupLogQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM rec
 
 // Purge is one retention pass in one transaction: records (terminal past
 // their family's cutoff, then groups' logs past p.GroupLogBeforeMS, then,
-// with p.Acked, acknowledged consumer records), at most p.Limit of them (defaultLimit when unset); the bodies
-// of those that nothing refers to any more, with their receipts; then at
-// most p.Limit events older than p.EventsBeforeMS (none when it is 0). More
-// is set when either limit was reached. A retention.purged event with the
+// with p.Acked, acknowledged consumer records), at most p.Limit of them
+// (defaultLimit when unset); the bodies nothing refers to any more, of
+// those records and of earlier ones that were too young to go then
+// (purgeBodies), with their receipts; then at most p.Limit events older
+// than p.EventsBeforeMS (none when it is 0). More is set when any limit
+// was reached. A retention.purged event with the
 // counts is appended when anything went; events keep AUTOINCREMENT ids, so
 // the ones deleted are never handed out again.
 func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
@@ -208,11 +280,12 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 				res.Records[r.box.Family()]++
 			}
 		}
-		res.More = len(gone) >= limit
+		var more bool
 		var err error
-		if res.Messages, err = deleteOrphanBodies(ctx, tx, gone.msgIDs(), p.MessagesBeforeMS); err != nil {
+		if res.Messages, more, err = purgeBodies(ctx, tx, gone.msgIDs(), p.MessagesBeforeMS, limit); err != nil {
 			return err
 		}
+		res.More = len(gone) >= limit || more
 		if res.Messages > 0 {
 			s.bodies.ForgetAll() // and again after the commit (package bodies)
 		}

@@ -389,6 +389,24 @@ func testPurgeBodies(t *testing.T, s store.Store) {
 	if len(due) != 1 || string(due[0].MsgBody) != string(e.MsgBody) {
 		t.Fatalf("scheduled entry after purge = %s, want it with its body", dump(due))
 	}
+
+	// The bodies too young to go wait for a later pass, which deletes them
+	// once they are old enough though it deletes no record: mFresh now;
+	// mRestored not, as a new record refers to it meanwhile.
+	add(newPlan(mRestored, freshMS+1, newRec(carol, model.Inbox, mRestored, freshMS+1)))
+	later := store.PurgeParams{NowMS: purgeMS, MessagesBeforeMS: freshMS, Limit: 100}
+	if res := mustPurge(t, s, later); !res.Empty() {
+		t.Fatalf("a pass before the young bodies' time deleted %s", dump(res))
+	}
+	later.MessagesBeforeMS = purgeMS
+	requirePurged(t, mustPurge(t, s, later), nil, 1, 0, "pass once the young bodies are old enough")
+	for m, want := range map[string]bool{mShared: true, mSched: true, mFresh: false, mRestored: true} {
+		requireBody(t, s, m, want, "after the later pass")
+	}
+	requireReceipts(t, s, store.ReceiptFilter{MsgID: mFresh, Limit: 10})
+	if res := mustPurge(t, s, later); !res.Empty() {
+		t.Fatalf("nothing is waiting any more, yet a pass deleted %s", dump(res))
+	}
 }
 
 // Events older than EventsBeforeMS go (none when it is 0), and ids keep
