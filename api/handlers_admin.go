@@ -37,7 +37,11 @@ func (a *API) scheduled(w http.ResponseWriter, r *http.Request, who model.Identi
 	if err != nil {
 		return err
 	}
-	res, err := a.svc.Scheduled(r.Context(), who, recipient, limit)
+	sender, err := queryDID(r, "sender")
+	if err != nil {
+		return err
+	}
+	res, err := a.svc.Scheduled(r.Context(), who, wire.ScheduledQuery{Sender: sender, Recipient: recipient, Limit: limit})
 	if err != nil {
 		return err
 	}

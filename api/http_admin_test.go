@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,6 +155,31 @@ func TestHTTPScheduled(t *testing.T) {
 		}
 	})
 
+	t.Run("each lists what it sent", func(t *testing.T) {
+		for _, c := range []struct {
+			name, q, token string
+			want           []string
+		}{
+			{"alice", "", e.alice, []string{p1.MsgID, p2.MsgID}},
+			{"alice naming herself, for carol", "?sender=" + url.QueryEscape(didAlice) + "&recipient=" + url.QueryEscape(didCarol), e.alice, []string{p2.MsgID}},
+			{"bob, their recipient", "", e.bob, nil},
+			{"the tunnel, whose dispatch named no tunnel", "", e.tunnel, nil},
+			{"an admin, for one sender", "?sender=" + url.QueryEscape(didAlice), e.admin, []string{p1.MsgID, p2.MsgID}},
+		} {
+			res := ok[wire.ScheduledResult](t, e.do(t, "GET", "/v1/scheduled"+c.q, c.token, nil))
+			var got []string
+			for _, it := range res.Items {
+				got = append(got, it.MsgID)
+				if it.Sender != didAlice {
+					t.Errorf("%s: item %+v, want sender %s", c.name, it, didAlice)
+				}
+			}
+			if !slices.Equal(got, c.want) || res.Count != int64(len(c.want)) {
+				t.Errorf("%s: %+v, want %v", c.name, res, c.want)
+			}
+		}
+	})
+
 	t.Run("bad input", func(t *testing.T) {
 		g := func(name, q, token string, status int, code, field string) badCase {
 			return badCase{name: name, method: "GET", path: "/v1/scheduled" + q, token: token, status: status, code: code, field: field}
@@ -166,8 +192,9 @@ func TestHTTPScheduled(t *testing.T) {
 			g("limit too big", "?limit=1001", e.admin, 400, inv, "limit"),
 			g("negative limit", "?limit=-1", e.admin, 400, inv, "limit"),
 			g("limit not a number", "?limit=many", e.admin, 400, inv, "limit"),
-			g("agent lists", "", e.alice, 403, wire.CodeForbidden, ""),
-			g("tunnel lists", "", e.tunnel, 403, wire.CodeForbidden, ""),
+			g("agent lists another's", "?sender="+url.QueryEscape(didBob), e.alice, 403, wire.CodeForbidden, ""),
+			g("tunnel lists an agent's", "?sender="+url.QueryEscape(didAlice), e.tunnel, 403, wire.CodeForbidden, ""),
+			g("sender not a DID", "?sender=did%20x", e.admin, 400, inv, "sender"),
 			f("flush malformed JSON", `{"recipient"`, e.admin, 400, inv, ""),
 			g("recipient not a DID", "?recipient=did%20x", e.admin, 400, inv, "recipient"),
 			f("flush recipient not a DID", `{"recipient":"did x"}`, e.admin, 400, inv, "recipient"),

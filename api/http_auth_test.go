@@ -173,7 +173,7 @@ func TestHTTPForbidden(t *testing.T) {
 		f("alice sets a receipt as reader bob", "POST", "/v1/read_receipts", e.alice,
 			wire.ReceiptRequest{MsgID: toBob.MsgID, ReaderDID: didBob, Status: model.ReceiptReaded}),
 		f("agent creates a token", "POST", "/v1/tokens", e.alice, wire.TokenRequest{DID: didAlice, Role: model.RoleAdmin}),
-		f("agent lists scheduled", "GET", "/v1/scheduled", e.alice, nil),
+		f("agent lists another's scheduled", "GET", "/v1/scheduled?sender=did:x:bob", e.alice, nil),
 		f("agent flushes scheduled", "POST", "/v1/scheduled/flush", e.bob, nil),
 		f("agent dispatches", "POST", "/v1/dispatch", e.alice, wire.DispatchRequest{Msg: chat(didAlice, []string{didBob}, "x")}),
 		f("alice lists a GROUP_INBOX she is not in", "GET", boxPath(didGroup2, model.GroupInbox, "records"), e.alice, nil),

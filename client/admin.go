@@ -26,12 +26,15 @@ func (c *Client) Events(ctx context.Context, q wire.EventQuery) (*wire.EventsRes
 	return &out, nil
 }
 
-// Scheduled lists pending delayed messages, optionally for one recipient
-// (GET /v1/scheduled). limit <= 0 uses the server's default.
-func (c *Client) Scheduled(ctx context.Context, recipient string, limit int) (*wire.ScheduledResult, error) {
+// Scheduled lists pending delayed messages, soonest first, optionally of
+// one sender and for one recipient (GET /v1/scheduled): an admin's token
+// lists anyone's, any other only those its DID sent. q.Limit <= 0 uses the
+// server's default.
+func (c *Client) Scheduled(ctx context.Context, q wire.ScheduledQuery) (*wire.ScheduledResult, error) {
 	v := url.Values{}
-	setIf(v, "recipient", recipient)
-	setLimit(v, limit)
+	setIf(v, "sender", q.Sender)
+	setIf(v, "recipient", q.Recipient)
+	setLimit(v, q.Limit)
 	var out wire.ScheduledResult
 	if _, err := c.call(ctx, http.MethodGet, "/v1/scheduled", v, nil, &out); err != nil {
 		return nil, err

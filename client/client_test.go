@@ -333,8 +333,11 @@ func TestContactsAndAdmin(t *testing.T) {
 			return err
 		},
 			"GET", "/v1/events", url.Values{"after": {"5"}, "owner": {"o"}, "limit": {"10"}}, ""},
-		{"scheduled", func(c *Client) error { _, err := c.Scheduled(ctx, "did:x:b", 0); return err },
-			"GET", "/v1/scheduled", url.Values{"recipient": {"did:x:b"}}, ""},
+		{"scheduled", func(c *Client) error {
+			_, err := c.Scheduled(ctx, wire.ScheduledQuery{Sender: "did:x:a", Recipient: "did:x:b", Limit: 5})
+			return err
+		},
+			"GET", "/v1/scheduled", url.Values{"sender": {"did:x:a"}, "recipient": {"did:x:b"}, "limit": {"5"}}, ""},
 		{"flush", func(c *Client) error { _, err := c.FlushScheduled(ctx, nil); return err },
 			"POST", "/v1/scheduled/flush", url.Values{}, `{}`},
 		{"cancel scheduled", func(c *Client) error { _, err := c.CancelScheduled(ctx, 7); return err },

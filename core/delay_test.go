@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,7 +160,7 @@ func TestDelayedSurvivesRestart(t *testing.T) {
 	}
 	defer st.Close()
 	s = New(st, Config{})
-	list, err := s.Scheduled(ctx, admin, "did:r", 0)
+	list, err := s.Scheduled(ctx, admin, wire.ScheduledQuery{Recipient: "did:r"})
 	if err != nil || list.Count != 1 || list.Items[0].MsgID != res.MsgID {
 		t.Fatalf("scheduled after restart = %+v, %v", list, err)
 	}
@@ -172,7 +174,7 @@ func TestDelayedSurvivesRestart(t *testing.T) {
 	if got := texts(syncAll(t, s, "did:r", model.Inbox)); len(got) != 1 || got[0] != "later" {
 		t.Fatalf("after flush: %v", got)
 	}
-	if list, _ := s.Scheduled(ctx, admin, "", 0); list.Count != 0 {
+	if list, _ := s.Scheduled(ctx, admin, wire.ScheduledQuery{}); list.Count != 0 {
 		t.Fatalf("still scheduled after flush: %+v", list)
 	}
 }
@@ -210,7 +212,7 @@ func TestCancelScheduled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		list, err := s.Scheduled(ctx, admin, "", 100)
+		list, err := s.Scheduled(ctx, admin, wire.ScheduledQuery{Limit: 100})
 		if err != nil || len(list.Items) == 0 || list.Items[len(list.Items)-1].ID != res.ScheduledID {
 			t.Fatalf("scheduled: %+v, %v; want the last to be the send's scheduled_id %d", list, err, res.ScheduledID)
 		}
@@ -258,6 +260,68 @@ func TestCancelScheduled(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("%d message.schedule_cancelled events, want 2", n)
+	}
+}
+
+// TestListOwnScheduled: an agent lists the delayed messages it sent, and
+// a tunnel the dispatches it delayed, never anyone else's; an admin lists
+// any sender's.
+func TestListOwnScheduled(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	alice, bob := agent("did:alice"), agent("did:bob")
+	later := ptr(int64(60_000))
+	for i, who := range []model.Identity{alice, bob, alice} {
+		to := []string{"did:carol"}
+		if i == 2 {
+			to = []string{"did:dave"}
+		}
+		if _, err := s.PostSend(ctx, who, &wire.PostSendRequest{Msg: chat(who.DID, to, fmt.Sprintf("later %d", i)), DelayMS: later}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: chat("did:ext", []string{"did:alice"}, "inbound later"),
+		IngressCtx: &model.Route{TunnelDID: tunnel.DID, Address: "tg:1"}, DelayMS: later}); err != nil {
+		t.Fatal(err)
+	}
+	list := func(who model.Identity, q wire.ScheduledQuery) []string {
+		t.Helper()
+		res, err := s.Scheduled(ctx, who, q)
+		if err != nil {
+			t.Fatalf("%s lists %+v: %v", who.DID, q, err)
+		}
+		if res.Count != int64(len(res.Items)) {
+			t.Fatalf("%s lists %+v: count %d, %d items", who.DID, q, res.Count, len(res.Items))
+		}
+		var out []string
+		for _, it := range res.Items {
+			out = append(out, it.Sender+">"+strings.Join(it.Recipients, ","))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		who  model.Identity
+		q    wire.ScheduledQuery
+		want []string
+	}{
+		{alice, wire.ScheduledQuery{}, []string{"did:alice>did:carol", "did:alice>did:dave"}},
+		{alice, wire.ScheduledQuery{Sender: "did:alice", Recipient: "did:dave"}, []string{"did:alice>did:dave"}},
+		{bob, wire.ScheduledQuery{}, []string{"did:bob>did:carol"}},
+		{agent("did:carol"), wire.ScheduledQuery{}, nil}, // a recipient sees nothing before it is due
+		{tunnel, wire.ScheduledQuery{}, []string{tunnel.DID + ">did:alice"}},
+		{admin, wire.ScheduledQuery{Sender: "did:bob"}, []string{"did:bob>did:carol"}},
+		{admin, wire.ScheduledQuery{Recipient: "did:carol"}, []string{"did:alice>did:carol", "did:bob>did:carol"}},
+	} {
+		if got := list(c.who, c.q); !slices.Equal(got, c.want) {
+			t.Errorf("%s lists %+v: %v, want %v", c.who.DID, c.q, got, c.want)
+		}
+	}
+	if _, err := s.Scheduled(ctx, alice, wire.ScheduledQuery{Sender: "did:bob"}); !errors.Is(err, model.ErrForbidden) {
+		t.Fatalf("alice lists bob's delayed messages: %v; want forbidden", err)
+	}
+	if _, err := s.Scheduled(ctx, admin, wire.ScheduledQuery{Sender: "not a did"}); !errors.Is(err, model.ErrInvalid) {
+		t.Fatalf("a sender that is not a DID: %v; want invalid", err)
 	}
 }
 

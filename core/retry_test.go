@@ -257,7 +257,7 @@ func TestSendToAnUnroutedTunnel(t *testing.T) {
 	if got := syncAll(t, s, "did:alice", model.Outbox); len(got) != 1 {
 		t.Fatalf("alice's OUTBOX holds %q, want only the first send", texts(got))
 	}
-	if sc, err := s.Scheduled(ctx, admin, "", 10); err != nil || sc.Count != 0 {
+	if sc, err := s.Scheduled(ctx, admin, wire.ScheduledQuery{Limit: 10}); err != nil || sc.Count != 0 {
 		t.Fatalf("scheduled after the refused delayed send: %+v, %v", sc, err)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -135,25 +136,40 @@ func (s *Service) dropEntry(ctx context.Context, e *store.ScheduleEntry, why str
 	return s.apply(ctx, &store.Plan{MsgID: e.MsgID, MsgBody: e.MsgBody, NowMS: s.nowMS(), ConsumeSchedule: e.ID})
 }
 
-// Scheduled lists pending delayed messages (admin only).
-func (s *Service) Scheduled(ctx context.Context, who model.Identity, recipient string, limit int) (*wire.ScheduledResult, error) {
-	if err := requireAdmin(who, "listing scheduled messages"); err != nil {
+// Scheduled lists pending delayed messages, soonest first: an admin's
+// choice of them, or, for anyone else, those it sent (a sender named in q
+// must be the caller).
+func (s *Service) Scheduled(ctx context.Context, who model.Identity, q wire.ScheduledQuery) (*wire.ScheduledResult, error) {
+	if err := message.CheckDID("sender", q.Sender, false); err != nil {
 		return nil, err
 	}
-	limit, err := checkLimit(limit)
+	if err := message.CheckDID("recipient", q.Recipient, false); err != nil {
+		return nil, err
+	}
+	if !isAdmin(who) {
+		if q.Sender != "" && q.Sender != who.DID {
+			return nil, model.Forbidden(fmt.Sprintf("%s may list only the delayed messages it sent, not those of %s", who.DID, q.Sender))
+		}
+		q.Sender = who.DID
+	}
+	limit, err := checkLimit(q.Limit)
 	if err != nil {
 		return nil, err
 	}
-	items, n, err := s.st.ListScheduled(ctx, recipient, limit)
+	items, n, err := s.st.ListScheduled(ctx, store.ScheduleQuery{Sender: q.Sender, Recipient: q.Recipient, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
 	res := &wire.ScheduledResult{Count: n, Items: make([]wire.ScheduledItem, 0, len(items))}
-	for _, e := range items {
-		res.Items = append(res.Items, wire.ScheduledItem{ID: e.ID, Op: e.Op, MsgID: e.MsgID, Recipients: e.Recipients,
-			DueAtMS: e.DueAtMS, ScheduledDeliveryTime: rfc3339(e.DueAtMS), CreatedAtMS: e.CreatedAtMS})
+	for i := range items {
+		res.Items = append(res.Items, scheduledItem(&items[i]))
 	}
 	return res, nil
+}
+
+func scheduledItem(e *store.ScheduleEntry) wire.ScheduledItem {
+	return wire.ScheduledItem{ID: e.ID, Op: e.Op, MsgID: e.MsgID, Recipients: e.Recipients, Sender: e.Sender,
+		DueAtMS: e.DueAtMS, ScheduledDeliveryTime: rfc3339(e.DueAtMS), CreatedAtMS: e.CreatedAtMS}
 }
 
 // CancelScheduled cancels a pending delayed message: nothing of it is
@@ -174,21 +190,19 @@ func (s *Service) CancelScheduled(ctx context.Context, who model.Identity, id in
 	if err := s.st.CancelScheduled(ctx, id, s.nowMS()); err != nil {
 		return nil, err
 	}
-	return &wire.ScheduledItem{ID: e.ID, Op: e.Op, MsgID: e.MsgID, Recipients: e.Recipients,
-		DueAtMS: e.DueAtMS, ScheduledDeliveryTime: rfc3339(e.DueAtMS), CreatedAtMS: e.CreatedAtMS}, nil
+	it := scheduledItem(&e)
+	return &it, nil
 }
 
-// mayCancel says whether who sent e: the author (the message's logical
-// sender) of a post_send; the tunnel named in a dispatch's ingress_ctx,
-// which a tunnel can only name as itself (checkIngress). Who is named in a
-// dispatched message's from is an outside party, not its sender here.
+// mayCancel says whether who sent e (ScheduleEntry.Sender): the author of
+// a post_send; the tunnel named in a dispatch's ingress_ctx, which a tunnel
+// can only name as itself (checkIngress). Who is named in a dispatched
+// message's from is an outside party, not its sender here.
 func mayCancel(who model.Identity, e *store.ScheduleEntry) bool {
-	if e.Op == opDispatch {
-		var in *model.Route
-		return who.Role == model.RoleTunnel && json.Unmarshal(e.Ctx, &in) == nil && in != nil && in.TunnelDID == who.DID
+	if e.Sender == "" || e.Sender != who.DID {
+		return false
 	}
-	m, err := message.Decode(e.MsgBody)
-	return err == nil && m.LogicalSender() == who.DID
+	return e.Op != opDispatch || who.Role == model.RoleTunnel
 }
 
 // FlushScheduled materializes pending delayed messages now, in due order

@@ -112,7 +112,11 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 		return nil, err
 	}
 	var res *wire.DispatchResult
-	due, id, err := s.send(ctx, who, c, opDispatch, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.IngressCtx},
+	o := sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.IngressCtx, ""}
+	if req.IngressCtx != nil {
+		o.sender = req.IngressCtx.TunnelDID // the caller itself, unless an admin (checkIngress)
+	}
+	due, id, err := s.send(ctx, who, c, opDispatch, o,
 		func(now int64) (p *store.Plan, err error) {
 			p, res, err = s.planDispatch(ctx, c, req.IngressCtx, now)
 			return p, err
@@ -152,7 +156,7 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 		}
 	}
 	var res *wire.PostSendResult
-	due, id, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx},
+	due, id, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx, c.msg.LogicalSender()},
 		func(now int64) (p *store.Plan, err error) {
 			p, res, err = s.planPostSend(ctx, c, req.SendCtx, now, true)
 			return p, err
@@ -170,6 +174,9 @@ type sendOpts struct {
 	delayMS, deliverAtMS *int64
 	idemKey              string
 	opCtx                any // ingress_ctx or send_ctx, kept for a delayed plan
+	// sender of a delayed message, who may list and cancel it: the author
+	// of a post_send, the tunnel a dispatch's ingress_ctx names.
+	sender string
 }
 
 // send is what dispatch and post_send share: schedule the message when it
@@ -187,7 +194,7 @@ func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op s
 		if err != nil {
 			return 0, 0, fmt.Errorf("encode %s context: %w", op, err)
 		}
-		return s.schedule(ctx, c, op, ctxJSON, due, now, idem)
+		return s.schedule(ctx, c, op, ctxJSON, o.sender, due, now, idem)
 	}
 	p, err := plan(now)
 	if err != nil {
@@ -227,9 +234,9 @@ func (s *Service) idem(who model.Identity, op, key string) *store.Idempotency {
 // schedule stores a delayed message and returns its due time: the one
 // asked for, or, when the same message is already scheduled, the one that
 // holds (sending it again schedules nothing new).
-func (s *Service) schedule(ctx context.Context, c *checked, op string, ctxJSON []byte, due, now int64, idem *store.Idempotency) (int64, int64, error) {
+func (s *Service) schedule(ctx context.Context, c *checked, op string, ctxJSON []byte, sender string, due, now int64, idem *store.Idempotency) (int64, int64, error) {
 	e := &store.ScheduleEntry{Op: op, MsgID: c.id, MsgBody: c.body, Ctx: ctxJSON,
-		Recipients: recipientsOf(c), DueAtMS: due, CreatedAtMS: now}
+		Recipients: recipientsOf(c), DueAtMS: due, CreatedAtMS: now, Sender: sender}
 	id, created, err := s.st.Schedule(ctx, e, idem)
 	if err != nil {
 		return 0, 0, err

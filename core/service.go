@@ -201,7 +201,7 @@ func (s *Service) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	_, n, err := s.st.ListScheduled(ctx, "", 0)
+	_, n, err := s.st.ListScheduled(ctx, store.ScheduleQuery{Limit: 1})
 	if err != nil {
 		return Stats{}, err
 	}

@@ -491,7 +491,7 @@ func TestDelayedSurvivesKill9(t *testing.T) {
 				what, r.Record.CreatedAtMS, dueMS-r.Record.CreatedAtMS, dueMS, res.ScheduledDeliveryTime)
 		}
 	}
-	sched, err := c2.Scheduled(ctx, rcpt, 0)
+	sched, err := c2.Scheduled(ctx, wire.ScheduledQuery{Recipient: rcpt})
 	if err != nil {
 		t.Fatalf("list scheduled after restart: %v", err)
 	}
@@ -535,7 +535,7 @@ func TestDelayedSurvivesKill9(t *testing.T) {
 	if out := syncAll(ctx, t, c2, "did:early", model.Outbox); len(out) != 1 || out[0].Record.MsgID != res.MsgID {
 		t.Errorf("sender's OUTBOX after delivery has %d records, want exactly the delayed message", len(out))
 	}
-	if sched, err := c2.Scheduled(ctx, rcpt, 0); err != nil || sched.Count != 0 {
+	if sched, err := c2.Scheduled(ctx, wire.ScheduledQuery{Recipient: rcpt}); err != nil || sched.Count != 0 {
 		t.Errorf("scheduled after delivery: %+v (err %v), want none pending", sched, err)
 	}
 	if _, err := c2.GetMessage(ctx, res.MsgID); err != nil {

@@ -97,7 +97,7 @@ func checkDelayedOnce(t *testing.T, c *pgCluster) {
 			t.Errorf("delayed message %s: %d INBOX records, want exactly 1", id, seen[id])
 		}
 	}
-	if sc, err := cl.Scheduled(ctx, "", 10); err != nil {
+	if sc, err := cl.Scheduled(ctx, wire.ScheduledQuery{Limit: 10}); err != nil {
 		t.Errorf("list scheduled: %v", err)
 	} else if sc.Count != 0 {
 		t.Errorf("%d delayed messages still pending after all were materialized: %+v", sc.Count, sc.Items)

@@ -37,9 +37,9 @@ type Store interface {
 	// DueScheduled lists entries with due_at_ms <= BeforeMS, optionally only
 	// those for one recipient, ordered by (due_at_ms, id): send order.
 	DueScheduled(ctx context.Context, p DueParams) ([]ScheduleEntry, error)
-	// ListScheduled lists pending entries (all, or for one recipient) in due
-	// order, with the total count.
-	ListScheduled(ctx context.Context, recipient string, limit int) ([]ScheduleEntry, int64, error)
+	// ListScheduled lists pending entries (all, or those q selects) in due
+	// order, with the total count of the selection.
+	ListScheduled(ctx context.Context, q ScheduleQuery) ([]ScheduleEntry, int64, error)
 	// GetScheduled returns one pending entry, model.ErrNotFound when there
 	// is none (it came due, or was cancelled).
 	GetScheduled(ctx context.Context, id int64) (ScheduleEntry, error)
@@ -182,6 +182,18 @@ type ScheduleEntry struct {
 	Recipients  []string `json:"recipients"`
 	DueAtMS     int64    `json:"due_at_ms"`
 	CreatedAtMS int64    `json:"created_at_ms"`
+	// Sender is who sent it, who may list and cancel it besides an admin:
+	// a post_send's author, a dispatch's tunnel; empty when no one is
+	// named (a dispatch without an ingress context).
+	Sender string `json:"sender,omitempty"`
+}
+
+// ScheduleQuery selects pending entries: those of one sender, for one
+// recipient, or both ("" selects all); at most Limit of them.
+type ScheduleQuery struct {
+	Sender    string
+	Recipient string
+	Limit     int
 }
 
 // DueParams selects due schedule entries.

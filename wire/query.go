@@ -43,6 +43,15 @@ type ReceiptQuery struct {
 	Limit   int
 }
 
+// ScheduledQuery is GET /v1/scheduled. Query parameters: sender,
+// recipient, limit. An admin lists anyone's delayed messages; anyone else
+// only those it sent, with or without naming itself as sender.
+type ScheduledQuery struct {
+	Sender    string
+	Recipient string
+	Limit     int
+}
+
 // EventQuery is GET /v1/events. Query parameters: after, owner, limit.
 type EventQuery struct {
 	After int64

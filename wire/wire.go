@@ -259,6 +259,9 @@ type ScheduledItem struct {
 	DueAtMS               int64    `json:"due_at_ms"`
 	ScheduledDeliveryTime string   `json:"scheduled_delivery_time"`
 	CreatedAtMS           int64    `json:"created_at_ms"`
+	// Sender: the author of a post_send, the tunnel of a dispatch; empty
+	// for a dispatch that named no tunnel.
+	Sender string `json:"sender,omitempty"`
 }
 
 // ScheduledResult lists pending delayed messages with their total count.

@@ -22,9 +22,10 @@ func newScheduledCancelCmd(g *globals) *cobra.Command {
 		Use:   "cancel ID",
 		Short: "Cancel a pending delayed message (whoever sent it, or an admin): nothing of it is delivered",
 		Long: `Cancel a pending delayed message: nothing of it is delivered. ID is the
-scheduled_id "send" printed (or from "scheduled list", as an admin). The
-author of a delayed send, the tunnel of a delayed dispatch, or an admin
-may cancel it; one already delivered is not found.`,
+scheduled_id "send" printed, or one from "scheduled list" (which lists
+what the caller sent; an admin's token, anyone's). The author of a
+delayed send, the tunnel of a delayed dispatch, or an admin may cancel
+it; one already delivered is not found.`,
 		Example: `  msgcenter scheduled cancel 42`,
 		Args:    args("ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -49,21 +50,20 @@ may cancel it; one already delivered is not found.`,
 }
 
 func newScheduledListCmd(g *globals) *cobra.Command {
-	var recipient string
-	var limit int
+	var q wire.ScheduledQuery
 	cmd := &cobra.Command{
-		Use:   "list [--recipient DID]",
-		Short: "List pending delayed messages, soonest first",
+		Use:   "list [--sender DID] [--recipient DID]",
+		Short: "List pending delayed messages, soonest first (an agent's or tunnel's token: those it sent)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkLimit(limit); err != nil {
+			if err := checkLimit(q.Limit); err != nil {
 				return err
 			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			res, err := c.Scheduled(cmd.Context(), recipient, limit)
+			res, err := c.Scheduled(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
@@ -73,16 +73,17 @@ func newScheduledListCmd(g *globals) *cobra.Command {
 					return nil
 				}
 				fmt.Fprintln(w)
-				tw := newTable(w, "ID", "OP", "DUE", "MSG_ID", "RECIPIENTS")
+				tw := newTable(w, "ID", "OP", "DUE", "SENDER", "MSG_ID", "RECIPIENTS")
 				for _, it := range res.Items {
-					row(tw, it.ID, it.Op, it.ScheduledDeliveryTime, it.MsgID, strings.Join(it.Recipients, ","))
+					row(tw, it.ID, it.Op, it.ScheduledDeliveryTime, it.Sender, it.MsgID, strings.Join(it.Recipients, ","))
 				}
 				return tw.Flush()
 			})
 		},
 	}
-	cmd.Flags().StringVar(&recipient, "recipient", "", "only messages for this recipient DID")
-	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many, 1..1000 (default: the server's)")
+	cmd.Flags().StringVar(&q.Sender, "sender", "", "only messages this DID sent (an admin's choice; anyone else lists only its own)")
+	cmd.Flags().StringVar(&q.Recipient, "recipient", "", "only messages for this recipient DID")
+	cmd.Flags().IntVar(&q.Limit, "limit", 0, "at most this many, 1..1000 (default: the server's)")
 	return cmd
 }
 

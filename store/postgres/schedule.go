@@ -16,8 +16,8 @@ import (
 // the message.scheduled event in one statement, all only if the entry is
 // new.
 var sqlSchedule = `WITH s AS (
-		INSERT INTO scheduled (op, msg_id, ctx, due_at_ms, created_at_ms)
-		VALUES ($1, $2, $3, $4, $5)
+		INSERT INTO scheduled (op, msg_id, ctx, due_at_ms, created_at_ms, sender)
+		VALUES ($1, $2, $3, $4, $5, $7)
 		ON CONFLICT (op, msg_id) DO NOTHING
 		RETURNING sched_id
 	), r AS (
@@ -49,7 +49,7 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 		if len(e.MsgBody) > 0 {
 			b.Queue(sqlInsertMsg, e.MsgID, e.MsgBody, e.CreatedAtMS)
 		}
-		b.Queue(sqlSchedule, e.Op, e.MsgID, e.Ctx, e.DueAtMS, e.CreatedAtMS, recipients)
+		b.Queue(sqlSchedule, e.Op, e.MsgID, e.Ctx, e.DueAtMS, e.CreatedAtMS, recipients, e.Sender)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
 		idemNew := true
@@ -110,7 +110,7 @@ func schedPage(inner string, withTotal bool) string {
 	if withTotal {
 		total = ", s.total"
 	}
-	return `SELECT s.sched_id, s.op, s.msg_id, s.ctx, s.due_at_ms, s.created_at_ms, m.body,
+	return `SELECT s.sched_id, s.op, s.msg_id, s.ctx, s.due_at_ms, s.created_at_ms, s.sender, m.body,
 			ARRAY(SELECT did FROM scheduled_recipients sr WHERE sr.sched_id = s.sched_id ORDER BY pos)` + total + `
 		FROM (` + inner + `) s LEFT JOIN messages m ON m.msg_id = s.msg_id
 		ORDER BY s.due_at_ms, s.sched_id`
@@ -137,17 +137,20 @@ func (s *Store) DueScheduled(ctx context.Context, p store.DueParams) ([]store.Sc
 // ListScheduled lists pending entries in due order, with their total. The
 // total is a window count in the same query (computed before the LIMIT), so
 // it and the page come from one snapshot.
-func (s *Store) ListScheduled(ctx context.Context, recipient string, limit int) ([]store.ScheduleEntry, int64, error) {
+func (s *Store) ListScheduled(ctx context.Context, sq store.ScheduleQuery) ([]store.ScheduleEntry, int64, error) {
 	var q query
-	q.b.WriteString("SELECT sc.*, count(*) OVER () AS total FROM scheduled sc")
-	if recipient != "" {
-		q.b.WriteString(" WHERE" + recipientFilter + q.arg(recipient) + ")")
+	q.b.WriteString("SELECT sc.*, count(*) OVER () AS total FROM scheduled sc WHERE true")
+	if sq.Sender != "" {
+		q.b.WriteString(" AND sc.sender = " + q.arg(sq.Sender))
 	}
-	q.b.WriteString(" ORDER BY sc.due_at_ms, sc.sched_id LIMIT " + q.arg(limitOr(limit, defaultLimit)))
+	if sq.Recipient != "" {
+		q.b.WriteString(" AND" + recipientFilter + q.arg(sq.Recipient) + ")")
+	}
+	q.b.WriteString(" ORDER BY sc.due_at_ms, sc.sched_id LIMIT " + q.arg(limitOr(sq.Limit, defaultLimit)))
 	var out []store.ScheduleEntry
 	var total int64
-	// Without a recipient the total counts every entry: a whole-table read.
-	err := s.reading(ctx, recipient == "", func(db querier) (err error) {
+	// Unfiltered, the total counts every entry: a whole-table read.
+	err := s.reading(ctx, sq.Sender == "" && sq.Recipient == "", func(db querier) (err error) {
 		out, total, err = querySchedule(ctx, db, schedPage(q.b.String(), true), true, q.args...)
 		return err
 	})
@@ -169,7 +172,7 @@ func querySchedule(ctx context.Context, db querier, q string, withTotal bool, ar
 	var total int64
 	for rows.Next() {
 		var e store.ScheduleEntry
-		dest := []any{&e.ID, &e.Op, &e.MsgID, &e.Ctx, &e.DueAtMS, &e.CreatedAtMS, &e.MsgBody, &e.Recipients}
+		dest := []any{&e.ID, &e.Op, &e.MsgID, &e.Ctx, &e.DueAtMS, &e.CreatedAtMS, &e.Sender, &e.MsgBody, &e.Recipients}
 		if withTotal {
 			dest = append(dest, &total)
 		}

@@ -106,13 +106,13 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	}
 	var v int
 	s2.w.QueryRow("PRAGMA user_version").Scan(&v)
-	if v != 8 {
+	if v != 9 {
 		t.Fatalf("user_version = %d", v)
 	}
 	s2.w.Exec("PRAGMA user_version = 99")
 	s2.Close()
 	_, err = Open(ctx, path, Options{})
-	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 8)") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 9)") {
 		t.Fatalf("newer schema: %v", err)
 	}
 	if _, err := Open(ctx, path, Options{Synchronous: "OFF"}); err == nil {
@@ -296,7 +296,7 @@ func TestScheduleContactsReceipts(t *testing.T) {
 	if due, _ := s.DueScheduled(ctx, store.DueParams{BeforeMS: 49}); len(due) != 0 {
 		t.Fatalf("early: %+v", due)
 	}
-	list, total, err := s.ListScheduled(ctx, "", 10)
+	list, total, err := s.ListScheduled(ctx, store.ScheduleQuery{Limit: 10})
 	if err != nil || total != 1 || len(list) != 1 {
 		t.Fatal(list, total, err)
 	}

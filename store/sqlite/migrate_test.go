@@ -194,3 +194,68 @@ func TestMigrationKeepsCountersAheadOfRecords(t *testing.T) {
 		t.Fatalf("send after the upgrade = %+v, %v; want did:bob's record at seq 6", res, err)
 	}
 }
+
+// Migration 0009 names the sender of the entries stored before it: a
+// post_send's source, else its from; a dispatch's ingress tunnel; nobody
+// when neither is there.
+func TestMigrationNamesScheduledSenders(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v8.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:8] {
+		if _, err := db.Exec(m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+	}
+	entries := []struct {
+		op, name, body, ctx, want string
+	}{
+		{"post_send", "from", `{"from":"did:a","to":["did:b"]}`, `{}`, "did:a"},
+		{"post_send", "source", `{"from":"did:grp","source":"did:m","to":[]}`, `null`, "did:m"},
+		{"dispatch", "tunnel", `{"from":"did:ext","to":["did:b"]}`, `{"tunnel_did":"did:tun","platform":"tg"}`, "did:tun"},
+		{"dispatch", "no ingress", `{"from":"did:ext","to":["did:b"]}`, ``, ""},
+	}
+	for i, e := range entries {
+		m := testMsgID(e.name)
+		var ctx any
+		if e.ctx != "" {
+			ctx = []byte(e.ctx)
+		}
+		if _, err := db.Exec(`INSERT INTO messages (msg_id, body, created_at_ms) VALUES (?, ?, 1)`, m, []byte(e.body)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`INSERT INTO scheduled (op, msg_id, ctx, due_at_ms, created_at_ms) VALUES (?, ?, ?, ?, 1)`,
+			e.op, m, ctx, 100+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 8`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Limit: 10})
+	if err != nil || len(got) != len(entries) {
+		t.Fatalf("ListScheduled = %d entries, %v", len(got), err)
+	}
+	for i, e := range entries {
+		if got[i].Sender != e.want {
+			t.Errorf("%s entry %q: sender %q, want %q", e.op, e.name, got[i].Sender, e.want)
+		}
+	}
+	mine, n, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Sender: "did:tun", Limit: 10})
+	if err != nil || n != 1 || len(mine) != 1 || mine[0].MsgID != testMsgID("tunnel") {
+		t.Fatalf("the tunnel's entries: %d of %d, %v", len(mine), n, err)
+	}
+}

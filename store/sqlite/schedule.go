@@ -31,9 +31,9 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 				return err
 			}
 		}
-		err := tx.QueryRowContext(ctx, `INSERT INTO scheduled (op, msg_id, ctx, due_at_ms, created_at_ms)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT (op, msg_id) DO NOTHING RETURNING sched_id`,
-			e.Op, e.MsgID, e.Ctx, e.DueAtMS, e.CreatedAtMS).Scan(&id)
+		err := tx.QueryRowContext(ctx, `INSERT INTO scheduled (op, msg_id, ctx, due_at_ms, created_at_ms, sender)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (op, msg_id) DO NOTHING RETURNING sched_id`,
+			e.Op, e.MsgID, e.Ctx, e.DueAtMS, e.CreatedAtMS, e.Sender).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = tx.QueryRowContext(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = ? AND msg_id = ?",
 				e.Op, e.MsgID).Scan(&id, &due)
@@ -86,7 +86,7 @@ func insertRecipients(ctx context.Context, tx *sql.Tx, id int64, dids []string) 
 	return nil
 }
 
-const schedSelect = `SELECT s.sched_id, s.op, s.msg_id, s.ctx, s.due_at_ms, s.created_at_ms, m.body
+const schedSelect = `SELECT s.sched_id, s.op, s.msg_id, s.ctx, s.due_at_ms, s.created_at_ms, s.sender, m.body
 	FROM scheduled s LEFT JOIN messages m ON m.msg_id = s.msg_id`
 
 // recipientFilter restricts an entry query to one recipient.
@@ -115,11 +115,20 @@ func (s *Store) DueScheduled(ctx context.Context, p store.DueParams) ([]store.Sc
 }
 
 // ListScheduled lists pending entries in due order, with their total.
-func (s *Store) ListScheduled(ctx context.Context, recipient string, limit int) ([]store.ScheduleEntry, int64, error) {
-	where, args := "", []any{}
-	if recipient != "" {
-		where, args = " WHERE"+recipientFilter, append(args, recipient)
+func (s *Store) ListScheduled(ctx context.Context, q store.ScheduleQuery) ([]store.ScheduleEntry, int64, error) {
+	var conds []string
+	var args []any
+	if q.Sender != "" {
+		conds, args = append(conds, " s.sender = ?"), append(args, q.Sender)
 	}
+	if q.Recipient != "" {
+		conds, args = append(conds, recipientFilter), append(args, q.Recipient)
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = " WHERE" + strings.Join(conds, " AND")
+	}
+	limit := q.Limit
 	var (
 		out   []store.ScheduleEntry
 		total int64
@@ -152,7 +161,7 @@ func querySchedule(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]st
 	ids := []int64{}
 	for rows.Next() {
 		var e store.ScheduleEntry
-		if err := rows.Scan(&e.ID, &e.Op, &e.MsgID, &e.Ctx, &e.DueAtMS, &e.CreatedAtMS, &e.MsgBody); err != nil {
+		if err := rows.Scan(&e.ID, &e.Op, &e.MsgID, &e.Ctx, &e.DueAtMS, &e.CreatedAtMS, &e.Sender, &e.MsgBody); err != nil {
 			rows.Close()
 			return nil, err
 		}

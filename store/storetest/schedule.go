@@ -36,6 +36,7 @@ func newEntry(op, name string, due int64, recipients ...string) *store.ScheduleE
 		Recipients:  recipients,
 		DueAtMS:     due,
 		CreatedAtMS: base,
+		Sender:      "did:test:sender",
 	}
 }
 
@@ -59,7 +60,7 @@ func requireEntry(t *testing.T, got store.ScheduleEntry, want *store.ScheduleEnt
 	gr, wr := slices.Clone(got.Recipients), slices.Clone(want.Recipients)
 	slices.Sort(gr)
 	slices.Sort(wr)
-	if got.ID != want.ID || got.Op != want.Op || got.MsgID != want.MsgID || got.DueAtMS != want.DueAtMS ||
+	if got.ID != want.ID || got.Op != want.Op || got.MsgID != want.MsgID || got.DueAtMS != want.DueAtMS || got.Sender != want.Sender ||
 		got.CreatedAtMS != want.CreatedAtMS || !slices.Equal(gr, wr) || !sameCtx ||
 		(len(got.MsgBody) != 0 && !bytes.Equal(got.MsgBody, want.MsgBody)) {
 		t.Fatalf("%s: entry\n got: %s ctx=%s body=%q\nwant: %s ctx=%s", what, dump(got), got.Ctx, got.MsgBody, dump(want), want.Ctx)
@@ -84,12 +85,12 @@ func requireDue(t *testing.T, s store.Store, p store.DueParams, want []int64) []
 	return got
 }
 
-func requireListed(t *testing.T, s store.Store, recipient string, limit int, want []int64, wantTotal int64) {
+func requireListed(t *testing.T, s store.Store, q store.ScheduleQuery, want []int64, wantTotal int64) {
 	t.Helper()
-	got, total, err := s.ListScheduled(t.Context(), recipient, limit)
+	got, total, err := s.ListScheduled(t.Context(), q)
 	requireNoError(t, err, "ListScheduled")
 	if g := entryIDs(got); !slices.Equal(g, want) || total != wantTotal {
-		t.Fatalf("ListScheduled(%q, %d) = ids %v, total %d; want %v, total %d", recipient, limit, g, total, want, wantTotal)
+		t.Fatalf("ListScheduled(%+v) = ids %v, total %d; want %v, total %d", q, g, total, want, wantTotal)
 	}
 }
 
@@ -136,7 +137,7 @@ func testScheduleBasics(t *testing.T, s store.Store) {
 	requireDue(t, s, store.DueParams{BeforeMS: base + 59_999, Limit: 10}, nil)
 	got := requireDue(t, s, store.DueParams{BeforeMS: base + 60_000, Limit: 10}, []int64{e.ID})
 	requireEntry(t, got[0], e, "DueScheduled")
-	listed, total, err := s.ListScheduled(ctx, "", 10)
+	listed, total, err := s.ListScheduled(ctx, store.ScheduleQuery{Limit: 10})
 	requireNoError(t, err, "ListScheduled")
 	if len(listed) != 1 || total != 1 {
 		t.Fatalf("ListScheduled = %d entries, total %d; want 1, 1", len(listed), total)
@@ -154,7 +155,7 @@ func testScheduleDuplicate(t *testing.T, s store.Store) {
 	if created || id2 != id {
 		t.Fatalf("duplicate Schedule = id %d, created %v; want id %d, created false", id2, created, id)
 	}
-	requireListed(t, s, "", 10, []int64{id}, 1)
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, []int64{id}, 1)
 	got := requireDue(t, s, store.DueParams{BeforeMS: base + 100_000, Limit: 10}, []int64{id})
 	requireEntry(t, got[0], e, "the first entry, unchanged by the duplicate")
 
@@ -164,7 +165,7 @@ func testScheduleDuplicate(t *testing.T, s store.Store) {
 	if id3 == id {
 		t.Fatal("entries for different ops share an id")
 	}
-	requireListed(t, s, "", 10, []int64{id, id3}, 2)
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, []int64{id, id3}, 2)
 }
 
 // DueScheduled orders by (due_at_ms, id): due time, then insertion order.
@@ -175,14 +176,23 @@ func testScheduleDueOrder(t *testing.T, s store.Store) {
 	mustSchedule(t, s, e1, nil)
 	// Ten entries due at the same instant: they must come out in insertion
 	// order (their msg ids, being hashes, are in no particular order).
-	var same, sameAlice, sameCarol []int64
+	var same, sameAlice, sameCarol, byDave, byDaveToAlice []int64
 	for i := range 10 {
 		r := []string{alice}
 		if i%2 == 1 {
 			r = []string{bob, carol}
 		}
 		e := newEntry([]string{"dispatch", "post_send"}[i%2], fmt.Sprintf("due-same-%d", i), base+2_000, r...)
+		if i%3 == 0 {
+			e.Sender = dave
+		}
 		id := mustSchedule(t, s, e, nil)
+		if i%3 == 0 {
+			byDave = append(byDave, id)
+			if i%2 == 0 {
+				byDaveToAlice = append(byDaveToAlice, id)
+			}
+		}
 		same = append(same, id)
 		if i%2 == 0 {
 			sameAlice = append(sameAlice, id)
@@ -206,11 +216,21 @@ func testScheduleDueOrder(t *testing.T, s store.Store) {
 	requireDue(t, s, store.DueParams{BeforeMS: base + 3_000, Recipient: dave, Limit: 100}, nil)
 
 	all := cat([]int64{e1.ID}, same, []int64{e0.ID, e12.ID})
-	requireListed(t, s, "", 100, all, 13)
-	requireListed(t, s, "", 2, all[:2], 13)
-	requireListed(t, s, alice, 100, cat(sameAlice, []int64{e0.ID, e12.ID}), int64(len(sameAlice)+2))
-	requireListed(t, s, alice, 1, sameAlice[:1], int64(len(sameAlice)+2))
-	requireListed(t, s, dave, 10, nil, 0)
+	requireListed(t, s, store.ScheduleQuery{Limit: 100}, all, 13)
+	requireListed(t, s, store.ScheduleQuery{Limit: 2}, all[:2], 13)
+	requireListed(t, s, store.ScheduleQuery{Recipient: alice, Limit: 100}, cat(sameAlice, []int64{e0.ID, e12.ID}), int64(len(sameAlice)+2))
+	requireListed(t, s, store.ScheduleQuery{Recipient: alice, Limit: 1}, sameAlice[:1], int64(len(sameAlice)+2))
+	requireListed(t, s, store.ScheduleQuery{Recipient: dave, Limit: 10}, nil, 0)
+	// By sender, and by sender and recipient at once.
+	requireListed(t, s, store.ScheduleQuery{Sender: dave, Limit: 100}, byDave, int64(len(byDave)))
+	requireListed(t, s, store.ScheduleQuery{Sender: dave, Limit: 1}, byDave[:1], int64(len(byDave)))
+	requireListed(t, s, store.ScheduleQuery{Sender: dave, Recipient: alice, Limit: 100}, byDaveToAlice, int64(len(byDaveToAlice)))
+	requireListed(t, s, store.ScheduleQuery{Sender: alice, Limit: 100}, nil, 0)
+	listed, _, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Sender: dave, Limit: 1})
+	requireNoError(t, err, "ListScheduled")
+	if listed[0].Sender != dave {
+		t.Fatalf("listed entry's sender = %q, want %q", listed[0].Sender, dave)
+	}
 }
 
 func testScheduleNextDue(t *testing.T, s store.Store) {
@@ -250,7 +270,7 @@ func testScheduleConsume(t *testing.T, s store.Store) {
 	res := mustApply(t, s, p)
 	requireIDs(t, res.Created, recordIDs(p.Records), "Created")
 	requireDue(t, s, store.DueParams{BeforeMS: base + 100_000, Limit: 10}, []int64{other.ID})
-	requireListed(t, s, "", 10, []int64{other.ID}, 1)
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, []int64{other.ID}, 1)
 
 	before := allEvents(t, s, "")
 	again := consumePlan(e, base+2_000)
@@ -264,7 +284,7 @@ func testScheduleConsume(t *testing.T, s store.Store) {
 	if after := allEvents(t, s, ""); len(after) != len(before) {
 		t.Fatalf("rejected consume appended %d events", len(after)-len(before))
 	}
-	requireListed(t, s, "", 10, []int64{other.ID}, 1)
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, []int64{other.ID}, 1)
 
 	// The same plan without ConsumeSchedule is an ordinary repeat.
 	again.ConsumeSchedule = 0
@@ -286,7 +306,7 @@ func testScheduleIDNotReused(t *testing.T, s store.Store) {
 	}
 	_, err := s.Apply(t.Context(), consumePlan(e1, base+2_000))
 	requireErrIs(t, err, model.ErrConflict, "late second consume of the first entry")
-	requireListed(t, s, "", 10, []int64{e2.ID}, 1)
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, []int64{e2.ID}, 1)
 }
 
 // Several schedulers racing to materialize one entry: exactly one succeeds.
@@ -360,8 +380,8 @@ func testScheduleCancel(t *testing.T, s store.Store) {
 	requireErrIs(t, err, model.ErrNotFound, "GetScheduled after the cancel")
 	requireErrIs(t, s.CancelScheduled(ctx, e.ID, base+600), model.ErrNotFound, "a second cancel")
 	requireErrIs(t, s.CancelScheduled(ctx, 1<<40, base+600), model.ErrNotFound, "cancel of an entry that never was")
-	requireListed(t, s, "", 10, []int64{keep.ID}, 1)
-	requireListed(t, s, alice, 10, nil, 0)
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, []int64{keep.ID}, 1)
+	requireListed(t, s, store.ScheduleQuery{Recipient: alice, Limit: 10}, nil, 0)
 	due, err := s.DueScheduled(ctx, store.DueParams{BeforeMS: base + 10_000, Limit: 10})
 	requireNoError(t, err, "DueScheduled")
 	if len(due) != 1 || due[0].ID != keep.ID {
