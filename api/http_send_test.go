@@ -77,10 +77,11 @@ func TestHTTPDispatch(t *testing.T) {
 			len(res.DeliveredAgents) != 0 || res.DeliveredGroup != "" || res.ScheduledDeliveryTime != "" {
 			t.Fatalf("result %+v", res)
 		}
-		for _, owner := range []string{didAlice, didBob} {
+		// A conversation of three: each one's thread names the other two.
+		for owner, thread := range map[string]string{didAlice: "dm:did:bob,did:tg:u1", didBob: "dm:did:alice,did:tg:u1"} {
 			rec := e.record(t, model.RecordID(owner, model.Inbox, res.MsgID, ""))
 			if rec.Owner != owner || rec.BoxKind != model.Inbox || rec.MsgID != res.MsgID || rec.State != model.Unread ||
-				rec.Seq != 1 || rec.SortKey != m.CreatedAtMS || rec.ThreadKey != "dm:did:tg:u1" || rec.Lease != nil {
+				rec.Seq != 1 || rec.SortKey != m.CreatedAtMS || rec.ThreadKey != thread || rec.Lease != nil {
 				t.Fatalf("record of %s: %+v", owner, rec)
 			}
 			if rec.Route == nil || !reflect.DeepEqual(*rec.Route, *ingress) {
@@ -202,10 +203,11 @@ func TestHTTPPostSend(t *testing.T) {
 		if out.Owner != didAlice || out.BoxKind != model.Outbox || out.State != model.Sent || out.ThreadKey != "dm:did:bob,did:carol" {
 			t.Fatalf("outbox record %+v", out)
 		}
-		for _, to := range []string{didBob, didCarol} {
+		// Each one's thread is everyone else in the conversation.
+		for to, thread := range map[string]string{didBob: "dm:did:alice,did:carol", didCarol: "dm:did:alice,did:bob"} {
 			rec := e.record(t, model.RecordID(to, model.Inbox, wantID, ""))
-			if rec.State != model.Unread || rec.Owner != to || rec.ThreadKey != "dm:did:alice" {
-				t.Fatalf("inbox record of %s: %+v", to, rec)
+			if rec.State != model.Unread || rec.Owner != to || rec.ThreadKey != thread {
+				t.Fatalf("inbox record of %s: %+v, want thread %s", to, rec, thread)
 			}
 		}
 	})

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -31,7 +33,7 @@ func (c *checked) newRecord(owner string, box model.BoxKind, variant string, rou
 		SortKey:     sortKey,
 	}
 	if box.HasConversations() {
-		r.ThreadKey = c.threadKey(box)
+		r.ThreadKey = c.threadKey(owner)
 	}
 	if c.isGroup && box == model.Inbox {
 		if c.groupTag == "" {
@@ -42,34 +44,66 @@ func (c *checked) newRecord(owner string, box model.BoxKind, variant string, rou
 	return r
 }
 
-// threadKey groups records into conversations: an explicit topic first,
-// then the group, then the peer of a direct conversation. It depends on
-// the box only as far as OUTBOX or not, so it is worked out once for each.
-func (c *checked) threadKey(box model.BoxKind) string {
-	i := 0
-	if box == model.Outbox {
-		i = 1
-	}
-	if c.threads[i] == "" {
-		c.threads[i] = c.newThreadKey(box)
-	}
-	return c.threads[i]
-}
-
-func (c *checked) newThreadKey(box model.BoxKind) string {
+// threadKey groups an owner's records into conversations: an explicit
+// topic first, then the group, then the people of a direct conversation
+// (dmThreadKey). Topic and group keys are the same for every owner, and
+// worked out once: a fan-out asks once per member.
+func (c *checked) threadKey(owner string) string {
 	m := c.msg
 	switch {
 	case m.Thread != nil && m.Thread.Topic != "":
-		return "topic:" + m.Thread.Topic
+		if c.shared == "" {
+			c.shared = "topic:" + m.Thread.Topic
+		}
+		return c.shared
 	case c.isGroup:
-		return "group:" + m.From
-	case box == model.Outbox:
-		peers := uniq(m.To)
-		sort.Strings(peers)
-		return "dm:" + strings.Join(peers, ",")
-	default:
-		return "dm:" + m.LogicalSender()
+		if c.shared == "" {
+			c.shared = "group:" + m.From
+		}
+		return c.shared
 	}
+	return c.dmThreadKey(owner)
+}
+
+// maxNamedPeers bounds the peers a direct conversation's key names.
+const maxNamedPeers = 8
+
+// dmThreadKey is a direct conversation's key for owner: everyone in it
+// (the sender and the recipients) but the owner, sorted, so that every
+// participant's copies of a conversation among the same people share one
+// thread, whoever wrote each message ("dm:did:bob" for a two-person one,
+// "dm:did:bob,did:carol" for three, on alice's side; "dm:" and the owner
+// for a note to self). A conversation among more than maxNamedPeers+1
+// people is keyed by a digest of all of them, the same for everyone.
+func (c *checked) dmThreadKey(owner string) string {
+	if c.people == nil {
+		c.people = uniq(append([]string{c.msg.LogicalSender()}, c.msg.To...))
+		sort.Strings(c.people)
+		if len(c.people) > maxNamedPeers+1 {
+			sum := sha256.Sum256([]byte(strings.Join(c.people, "\x00")))
+			c.shared = "dm#" + hex.EncodeToString(sum[:16])
+		}
+	}
+	if len(c.people) > maxNamedPeers+1 {
+		return c.shared
+	}
+	var b strings.Builder
+	b.WriteString("dm:")
+	n := 0
+	for _, p := range c.people {
+		if p == owner {
+			continue
+		}
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(p)
+		n++
+	}
+	if n == 0 {
+		b.WriteString(owner)
+	}
+	return b.String()
 }
 
 func (s *Service) planDispatch(ctx context.Context, c *checked, ingress *model.Route, now int64) (*store.Plan, *wire.DispatchResult, error) {

@@ -28,12 +28,15 @@ type checked struct {
 	// delivery is the group's, when isGroup: read when the message is
 	// planned, so a delayed message follows the group as it is when due.
 	delivery model.GroupDelivery
-	// threads holds threadKey's answers, for OUTBOX and for the other
-	// boxes, and groupTag a group INBOX record's tag: a fan-out asks for
-	// them once per member, and they were a string each (a tenth of a big
-	// fan-out's plan, docs/benchmarks.md, nineteenth round).
-	threads  [2]string
+	// shared holds threadKey's answer when it is the same for every owner
+	// (a topic, a group, a large direct conversation), and groupTag a
+	// group INBOX record's tag: a fan-out asks for them once per member,
+	// and they were a string each (a tenth of a big fan-out's plan,
+	// docs/benchmarks.md, nineteenth round). people are a direct
+	// conversation's participants, sorted.
+	shared   string
 	groupTag string
+	people   []string
 }
 
 func (s *Service) check(ctx context.Context, m *message.Message) (*checked, error) {
