@@ -74,7 +74,24 @@ func (s *Service) RetentionPolicy(who model.Identity) (*wire.RetentionPolicy, er
 	for f, d := range r.Terminal {
 		p.TerminalMS[f] = keepMS(d)
 	}
+	p.IdempotencyKeysMS = keepMS(r.keysKeep())
 	return p, nil
+}
+
+// keysKeep is how long idempotency keys are kept after they were bound:
+// as long as the longest record period (a client's retry of a send comes
+// long before its records go), and forever if some family keeps its
+// records forever. Without a limit the table grew by a row per keyed send
+// for good.
+func (r *RetentionConfig) keysKeep() time.Duration {
+	var longest time.Duration
+	for _, d := range r.Terminal {
+		if d < 0 {
+			return -1
+		}
+		longest = max(longest, d)
+	}
+	return longest
 }
 
 // keepMS is a duration for the wire: 0 means forever.
@@ -110,6 +127,9 @@ func (s *Service) purge(ctx context.Context) (*wire.RetentionResult, error) {
 	if r.Events > 0 {
 		p.EventsBeforeMS = now - r.Events.Milliseconds()
 	}
+	if d := r.keysKeep(); d > 0 {
+		p.KeysBeforeMS = now - d.Milliseconds()
+	}
 	total := &wire.RetentionResult{Records: map[model.BoxKind]int64{}}
 	for {
 		res, err := s.st.Purge(ctx, p)
@@ -122,6 +142,7 @@ func (s *Service) purge(ctx context.Context) (*wire.RetentionResult, error) {
 		}
 		total.Messages += res.Messages
 		total.Events += res.Events
+		total.IdempotencyKeys += res.Keys
 		s.cfg.Metrics.PurgedMessages(int(res.Messages))
 		if !res.Empty() {
 			s.notify.ChangedAny()
@@ -150,8 +171,9 @@ func (s *Service) runRetention(ctx context.Context) {
 			s.log.Error("retention pass", "err", err)
 			continue
 		}
-		if len(res.Records) > 0 || res.Messages > 0 || res.Events > 0 {
-			s.log.Info("retention purged", "records", res.Records, "messages", res.Messages, "events", res.Events)
+		if len(res.Records) > 0 || res.Messages > 0 || res.Events > 0 || res.IdempotencyKeys > 0 {
+			s.log.Info("retention purged", "records", res.Records, "messages", res.Messages, "events", res.Events,
+				"idempotency_keys", res.IdempotencyKeys)
 		}
 	}
 }

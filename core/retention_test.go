@@ -263,3 +263,54 @@ func TestRetentionShortPeriodBodiesGoLater(t *testing.T) {
 		t.Fatalf("the body outlived its records and its grace: %v", err)
 	}
 }
+
+// Idempotency keys go after the longest record period, and a key gone
+// binds anew; with a family kept forever, keys are too.
+func TestRetentionIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		terminal map[model.BoxKind]time.Duration
+		keep     time.Duration
+	}{
+		{"default", nil, DefaultRetention},
+		{"longest family", map[model.BoxKind]time.Duration{model.Inbox: 90 * 24 * time.Hour}, 90 * 24 * time.Hour},
+		{"a family kept forever", map[model.BoxKind]time.Duration{model.Outbox: -1}, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clk := newClock()
+			s := New(openTestStore(t), Config{Now: clk.Now, Retention: RetentionConfig{Terminal: c.terminal}})
+			ctx := context.Background()
+			p, err := s.RetentionPolicy(admin)
+			if err != nil || p.IdempotencyKeysMS != keepMS(c.keep) {
+				t.Fatalf("policy %+v, %v; want idempotency keys kept %v", p, err, c.keep)
+			}
+			send := func(text string) error {
+				_, err := s.PostSend(ctx, agent(alice), &wire.PostSendRequest{Msg: chat(alice, []string{bob}, text), IdempotencyKey: "order-42"})
+				return err
+			}
+			if err := send("first"); err != nil {
+				t.Fatal(err)
+			}
+			if err := send("second"); !errors.Is(err, model.ErrConflict) {
+				t.Fatalf("the key reused at once: %v; want a conflict", err)
+			}
+			clk.Advance(100 * 24 * time.Hour)
+			res, err := s.RunRetention(ctx, admin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = send("second")
+			if c.keep < 0 {
+				if res.IdempotencyKeys != 0 || !errors.Is(err, model.ErrConflict) {
+					t.Fatalf("keys kept forever: purged %d, reuse %v; want 0 and a conflict", res.IdempotencyKeys, err)
+				}
+				return
+			}
+			if res.IdempotencyKeys != 1 || err != nil {
+				t.Fatalf("purged %d keys, reuse %v; want 1 and the key bound anew", res.IdempotencyKeys, err)
+			}
+		})
+	}
+}

@@ -100,7 +100,9 @@ type PurgeParams struct {
 	Acked            bool
 	MessagesBeforeMS int64
 	EventsBeforeMS   int64 // 0: keep every event
-	Limit            int
+	// KeysBeforeMS: idempotency keys bound before it go. 0 keeps them.
+	KeysBeforeMS int64
+	Limit        int
 }
 
 // PurgeResult counts what one Purge call deleted.
@@ -108,10 +110,11 @@ type PurgeResult struct {
 	Records  map[model.BoxKind]int64 `json:"records,omitempty"` // by box family
 	Messages int64                   `json:"messages"`
 	Events   int64                   `json:"events"`
+	Keys     int64                   `json:"idempotency_keys,omitempty"`
 	More     bool                    `json:"-"`
 }
 
 // Empty reports whether nothing was deleted.
 func (r PurgeResult) Empty() bool {
-	return len(r.Records) == 0 && r.Messages == 0 && r.Events == 0
+	return len(r.Records) == 0 && r.Messages == 0 && r.Events == 0 && r.Keys == 0
 }

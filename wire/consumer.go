@@ -55,14 +55,18 @@ type AckRequest struct {
 type RetentionPolicy struct {
 	TerminalMS map[model.BoxKind]int64 `json:"terminal_ms"`
 	EventsMS   int64                   `json:"events_ms"`
-	IntervalMS int64                   `json:"interval_ms"`
-	Enabled    bool                    `json:"enabled"`
+	// IdempotencyKeysMS: how long an idempotency key is kept after it was
+	// bound (the longest record period; 0: forever).
+	IdempotencyKeysMS int64 `json:"idempotency_keys_ms"`
+	IntervalMS        int64 `json:"interval_ms"`
+	Enabled           bool  `json:"enabled"`
 }
 
 // RetentionResult is POST /v1/admin/retention/run: what one full pass
 // deleted.
 type RetentionResult struct {
-	Records  map[model.BoxKind]int64 `json:"records"`
-	Messages int64                   `json:"messages"`
-	Events   int64                   `json:"events"`
+	Records         map[model.BoxKind]int64 `json:"records"`
+	Messages        int64                   `json:"messages"`
+	Events          int64                   `json:"events"`
+	IdempotencyKeys int64                   `json:"idempotency_keys"`
 }

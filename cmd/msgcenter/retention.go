@@ -48,6 +48,7 @@ func newRetentionShowCmd(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(w, "\nevents kept %s\n", fmtKeepMS(res.EventsMS))
+				fmt.Fprintf(w, "idempotency keys kept %s after they were bound\n", fmtKeepMS(res.IdempotencyKeysMS))
 				if res.Enabled {
 					fmt.Fprintf(w, "a pass runs every %s\n", fmtKeep(time.Duration(res.IntervalMS)*time.Millisecond))
 				} else {
@@ -90,8 +91,8 @@ func newRetentionRunCmd(g *globals) *cobra.Command {
 				if res.Messages == 1 {
 					bodies = "1 message body"
 				}
-				_, err := fmt.Fprintf(w, "purged %s%s, %s, %s\n", plural(int(total), "record"), by,
-					bodies, plural(int(res.Events), "event"))
+				_, err := fmt.Fprintf(w, "purged %s%s, %s, %s, %s\n", plural(int(total), "record"), by,
+					bodies, plural(int(res.Events), "event"), plural(int(res.IdempotencyKeys), "idempotency key"))
 				return err
 			})
 		},

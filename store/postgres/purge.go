@@ -79,6 +79,11 @@ var sqlPurgeAcked = `DELETE FROM records WHERE record_id IN (
 		FOR UPDATE OF r SKIP LOCKED)
 	RETURNING box, msg_id`
 
+// sqlPurgeKeys deletes at most $2 idempotency keys bound before $1,
+// oldest first along idempotency_age.
+const sqlPurgeKeys = `DELETE FROM idempotency WHERE (scope, key) IN (
+	SELECT scope, key FROM idempotency WHERE created_at_ms < $1 ORDER BY created_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)`
+
 // sqlPurgeEvents deletes at most $2 events older than $1, oldest ids first.
 const sqlPurgeEvents = `DELETE FROM events WHERE event_id IN (
 	SELECT event_id FROM events WHERE at_ms < $1 ORDER BY event_id LIMIT $2 FOR UPDATE SKIP LOCKED)`
@@ -89,8 +94,8 @@ const sqlPurgeEvents = `DELETE FROM events WHERE event_id IN (
 // (defaultLimit when unset); the bodies nothing refers to any more, of
 // those records and of earlier ones that were too young to go then
 // (purgeBodies), with their receipts; then at most p.Limit events older
-// than p.EventsBeforeMS (none when it is 0). More is set when any limit
-// was reached. A retention.purged event with
+// than p.EventsBeforeMS and as many idempotency keys bound before
+// p.KeysBeforeMS (none when 0). More is set when any limit was reached. A retention.purged event with
 // the counts as JSON is appended when anything went.
 func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
 	limit := limitOr(p.Limit, defaultLimit)
@@ -164,6 +169,14 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			}
 			res.Events = tag.RowsAffected()
 			res.More = res.More || res.Events >= int64(limit)
+		}
+		if p.KeysBeforeMS > 0 {
+			tag, err := tx.Exec(ctx, sqlPurgeKeys, p.KeysBeforeMS, limit)
+			if err != nil {
+				return fail("purge idempotency keys", err)
+			}
+			res.Keys = tag.RowsAffected()
+			res.More = res.More || res.Keys >= int64(limit)
 		}
 		if res.Empty() {
 			return nil

@@ -191,9 +191,18 @@ func (q *queuedPlan) read(br pgx.BatchResults) (res *store.ApplyResult, idemNew 
 // checkIdem fails with a conflict if the key, which already existed, is
 // bound to another message. A separate statement so that it sees a key a
 // concurrent transaction committed while ours waited for it.
+//
+// A key retention deleted since our insert met it is no longer bound to
+// anything: the plan goes ahead without binding it again (inserting it now
+// could be rolled back with a later plan of a group commit), and a repeat
+// of the same message still makes nothing new, its records being there.
 func checkIdem(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, msgID string) error {
 	var bound string
-	if err := tx.QueryRow(ctx, sqlGetIdem, idem.Scope, idem.Key).Scan(&bound); err != nil {
+	err := tx.QueryRow(ctx, sqlGetIdem, idem.Scope, idem.Key).Scan(&bound)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
 		return fail("idempotency key", err)
 	}
 	if bound != msgID {

@@ -231,14 +231,19 @@ var groupLogQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM rec
 		ORDER BY r.updated_at_ms LIMIT ?)
 	RETURNING box, msg_id`
 
+// keysQuery deletes at most limit idempotency keys bound before a time,
+// oldest first along idempotency_age.
+const keysQuery = `DELETE FROM idempotency WHERE (scope, key) IN
+	(SELECT scope, key FROM idempotency WHERE created_at_ms < ? ORDER BY created_at_ms LIMIT ?)`
+
 // Purge is one retention pass in one transaction: records (terminal past
 // their family's cutoff, then groups' logs past p.GroupLogBeforeMS, then,
 // with p.Acked, acknowledged consumer records), at most p.Limit of them
 // (defaultLimit when unset); the bodies nothing refers to any more, of
 // those records and of earlier ones that were too young to go then
 // (purgeBodies), with their receipts; then at most p.Limit events older
-// than p.EventsBeforeMS (none when it is 0). More is set when any limit
-// was reached. A retention.purged event with the
+// than p.EventsBeforeMS and as many idempotency keys bound before
+// p.KeysBeforeMS (none when 0). More is set when any limit was reached. A retention.purged event with the
 // counts is appended when anything went; events keep AUTOINCREMENT ids, so
 // the ones deleted are never handed out again.
 func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
@@ -303,6 +308,14 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 				return fmt.Errorf("sqlite: purge events: %w", err)
 			}
 			res.Events = n
+			res.More = res.More || n >= int64(limit)
+		}
+		if p.KeysBeforeMS > 0 {
+			n, err := txExecN(ctx, tx, keysQuery, p.KeysBeforeMS, limit)
+			if err != nil {
+				return fmt.Errorf("sqlite: purge idempotency keys: %w", err)
+			}
+			res.Keys = n
 			res.More = res.More || n >= int64(limit)
 		}
 		if res.Empty() {

@@ -73,6 +73,7 @@ func TestPurgePlans(t *testing.T) {
 		{"terminal", queryPlan(t, s, q, args...), []string{"USING INDEX records_retention", "USING INDEX consumers_source"}},
 		{"acked", queryPlan(t, s, ackedQuery, 10), []string{"USING INDEX records_box_seq", "USING INDEX consumers_source"}},
 		{"group log", queryPlan(t, s, groupLogQuery, 5, 10), []string{"USING INDEX records_group_log", "USING INDEX consumers_source"}},
+		{"idempotency keys", queryPlan(t, s, keysQuery, 5, 10), []string{"USING COVERING INDEX idempotency_age", "USING PRIMARY KEY"}},
 	} {
 		for _, w := range c.want {
 			if !strings.Contains(c.plan, w) {

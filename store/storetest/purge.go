@@ -23,6 +23,7 @@ func purgeTests() []testCase {
 		{"NothingToDo", testPurgeNothing},
 		{"LimitAndMore", testPurgeLimit},
 		{"EventLimit", testPurgeEventLimit},
+		{"IdempotencyKeys", testPurgeKeys},
 		{"SeqsNotReused", testPurgeSeqsNotReused},
 	}
 }
@@ -523,6 +524,47 @@ func testPurgeLimit(t *testing.T, s store.Store) {
 	if evs, _ := purgedEvents(t, s); len(evs) != 4 {
 		t.Fatalf("%d retention.purged events, want one per call that deleted something (4)", len(evs))
 	}
+}
+
+// Idempotency keys bound before KeysBeforeMS go, oldest first, Limit at
+// a time; once gone, the key binds to whatever message comes with it next,
+// while a kept key still refuses another message.
+func testPurgeKeys(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	keyed := func(name, key string, atMS int64) *store.Plan {
+		m := msgID(name)
+		p := newPlan(m, atMS, newRec(alice, model.Outbox, m, atMS))
+		p.Idem = &store.Idempotency{Scope: alice + "/post_send", Key: key}
+		return p
+	}
+	mustApply(t, s, keyed("k-old-1", "old-1", oldMS))
+	mustApply(t, s, keyed("k-old-2", "old-2", oldMS+1))
+	mustApply(t, s, keyed("k-fresh", "fresh", freshMS))
+
+	p := store.PurgeParams{NowMS: purgeMS, Limit: 100}
+	if res := mustPurge(t, s, p); !res.Empty() {
+		t.Fatalf("a purge without KeysBeforeMS deleted %s", dump(res))
+	}
+	p.KeysBeforeMS, p.Limit = cutMS, 1
+	for i, wantMore := range []bool{true, true, false} {
+		res := mustPurge(t, s, p)
+		want := int64(1)
+		if i == 2 {
+			want = 0
+		}
+		if res.Keys != want || res.More != wantMore || len(res.Records) != 0 || res.Messages != 0 {
+			t.Fatalf("key purge %d = %s (More %v); want %d key, More %v", i, dump(res), res.More, want, wantMore)
+		}
+	}
+	evs, details := purgedEvents(t, s)
+	if len(evs) != 2 || details[0].Keys != 1 || details[1].Keys != 1 {
+		t.Fatalf("retention.purged events %s, details %s; want two of one key each", dump(evs), dump(details))
+	}
+
+	// The old key is free: another message binds it. The fresh one is not.
+	mustApply(t, s, keyed("k-old-1, another message", "old-1", purgeMS))
+	_, err := s.Apply(ctx, keyed("k-fresh, another message", "fresh", purgeMS))
+	requireErrIs(t, err, model.ErrConflict, "Apply of another message with a key retention kept")
 }
 
 // Events are batched by Limit too, with More.
