@@ -339,7 +339,7 @@ func runRetentionScenario(t *testing.T, d *deployment) {
 	t.Logf("purged %v in %d passes (retention.purged events and /metrics agree): %s", want, n, time.Since(start).Round(time.Millisecond))
 }
 
-var cliPurgedRE = regexp.MustCompile(`^purged \d+ records?( \([A-Z_]+ \d+(, [A-Z_]+ \d+)*\))?, \d+ message bod(y|ies), \d+ events?\n$`)
+var cliPurgedRE = regexp.MustCompile(`^purged \d+ records?( \([A-Z_]+ \d+(, [A-Z_]+ \d+)*\))?, \d+ message bod(y|ies), \d+ events?, \d+ idempotency keys?\n$`)
 
 // runCLIRetention runs `msgcenter retention show` and `retention run`
 // against node 0.
