@@ -157,21 +157,21 @@ func TestHTTPScheduled(t *testing.T) {
 
 	t.Run("each lists what it sent", func(t *testing.T) {
 		for _, c := range []struct {
-			name, q, token string
-			want           []string
+			name, q, token, sender string
+			want                   []string
 		}{
-			{"alice", "", e.alice, []string{p1.MsgID, p2.MsgID}},
-			{"alice naming herself, for carol", "?sender=" + url.QueryEscape(didAlice) + "&recipient=" + url.QueryEscape(didCarol), e.alice, []string{p2.MsgID}},
-			{"bob, their recipient", "", e.bob, nil},
-			{"the tunnel, whose dispatch named no tunnel", "", e.tunnel, nil},
-			{"an admin, for one sender", "?sender=" + url.QueryEscape(didAlice), e.admin, []string{p1.MsgID, p2.MsgID}},
+			{"alice", "", e.alice, didAlice, []string{p1.MsgID, p2.MsgID}},
+			{"alice naming herself, for carol", "?sender=" + url.QueryEscape(didAlice) + "&recipient=" + url.QueryEscape(didCarol), e.alice, didAlice, []string{p2.MsgID}},
+			{"bob, their recipient", "", e.bob, "", nil},
+			{"the tunnel, whose dispatch named no ingress", "", e.tunnel, didTunnel, []string{d1.MsgID}},
+			{"an admin, for one sender", "?sender=" + url.QueryEscape(didAlice), e.admin, didAlice, []string{p1.MsgID, p2.MsgID}},
 		} {
 			res := ok[wire.ScheduledResult](t, e.do(t, "GET", "/v1/scheduled"+c.q, c.token, nil))
 			var got []string
 			for _, it := range res.Items {
 				got = append(got, it.MsgID)
-				if it.Sender != didAlice {
-					t.Errorf("%s: item %+v, want sender %s", c.name, it, didAlice)
+				if it.Sender != c.sender {
+					t.Errorf("%s: item %+v, want sender %s", c.name, it, c.sender)
 				}
 			}
 			if !slices.Equal(got, c.want) || res.Count != int64(len(c.want)) {

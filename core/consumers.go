@@ -75,6 +75,17 @@ func (s *Service) CreateConsumer(ctx context.Context, who model.Identity, req *w
 	if err := s.canRead(ctx, who, req.SourceOwner, src); err != nil {
 		return nil, err
 	}
+	if after > 0 {
+		// A cursor past the end would skip, unseen, whatever arrives until
+		// the box catches up with it.
+		last, err := s.st.BoxLastSeq(ctx, req.SourceOwner, src)
+		if err != nil {
+			return nil, err
+		}
+		if after > last {
+			return nil, model.Invalid("after_seq", fmt.Sprintf("%d is beyond the end of %s's %s, which is at seq %d", after, req.SourceOwner, src, last))
+		}
+	}
 	c := &model.Consumer{Owner: owner, Name: req.Name, SourceOwner: req.SourceOwner, SourceBox: src, Filter: req.Filter}
 	if ok, err := s.feeds(ctx, c); err != nil {
 		return nil, err

@@ -285,6 +285,7 @@ func TestCreateConsumerRejectsBadInput(t *testing.T) {
 		{"start and after_seq", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Start: "now", AfterSeq: ptr(int64(1))}, "after_seq", model.ErrInvalid},
 		{"bad start", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Start: "yesterday"}, "start", model.ErrInvalid},
 		{"negative after_seq", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", AfterSeq: ptr(int64(-1))}, "after_seq", model.ErrInvalid},
+		{"after_seq beyond the box's end", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", AfterSeq: ptr(int64(1))}, "after_seq", model.ErrInvalid},
 		{"filter too long", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{From: long}}, "filter.from", model.ErrInvalid},
 		{"unknown kind", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{Kind: []string{"shout"}}}, "filter.kind", model.ErrInvalid},
 		{"empty filter value", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{Kind: []string{""}}}, "filter.kind", model.ErrInvalid},

@@ -326,37 +326,53 @@ func TestListOwnScheduled(t *testing.T) {
 }
 
 // TestCancelDelayedDispatch: a delayed dispatch is cancelled by the tunnel
-// that dispatched it (the one its ingress_ctx names), not by whoever its
-// message names as from, nor by another tunnel; without an ingress_ctx,
-// only by an admin.
+// that dispatched it, whether or not its ingress_ctx names it, not by
+// whoever its message names as from, nor by another tunnel; an admin's
+// dispatch by the tunnel its ingress_ctx names, and without one only by an
+// admin.
 func TestCancelDelayedDispatch(t *testing.T) {
 	t.Parallel()
 	s := newService(t, nil)
 	ctx := context.Background()
-	dispatch := func(text string, in *model.Route) int64 {
+	dispatch := func(by model.Identity, text string, in *model.Route) int64 {
 		t.Helper()
-		res, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: chat("did:alice", []string{"did:bob"}, text),
+		res, err := s.Dispatch(ctx, by, &wire.DispatchRequest{Msg: chat("did:alice", []string{"did:bob"}, text),
 			IngressCtx: in, DelayMS: ptr(int64(60_000))})
 		if err != nil || res.ScheduledID == 0 {
 			t.Fatalf("delayed dispatch: %+v, %v", res, err)
 		}
 		return res.ScheduledID
 	}
-	named := dispatch("with its tunnel named", &model.Route{TunnelDID: tunnel.DID, Address: "tg:1"})
-	unnamed := dispatch("without an ingress_ctx", nil)
+	named := dispatch(tunnel, "with its tunnel named", &model.Route{TunnelDID: tunnel.DID, Address: "tg:1"})
+	unnamed := dispatch(tunnel, "without an ingress_ctx", nil)
+	byAdmin := dispatch(admin, "an admin's, naming the tunnel", &model.Route{TunnelDID: tunnel.DID, Address: "tg:1"})
+	adminOnly := dispatch(admin, "an admin's, naming none", nil)
 	other := model.Identity{DID: "did:tunnel:other", Role: model.RoleTunnel}
-	for _, who := range []model.Identity{agent("did:alice"), agent("did:bob"), other} {
-		if _, err := s.CancelScheduled(ctx, who, named); !errors.Is(err, model.ErrNotFound) {
-			t.Fatalf("%s cancels the tunnel's delayed dispatch: %v; want not found", who.DID, err)
+	for _, id := range []int64{named, unnamed, byAdmin, adminOnly} {
+		for _, who := range []model.Identity{agent("did:alice"), agent("did:bob"), agent(tunnel.DID), other} {
+			if _, err := s.CancelScheduled(ctx, who, id); !errors.Is(err, model.ErrNotFound) {
+				t.Fatalf("%s (%s) cancels delayed dispatch %d: %v; want not found", who.DID, who.Role, id, err)
+			}
 		}
 	}
-	if _, err := s.CancelScheduled(ctx, tunnel, named); err != nil {
-		t.Fatalf("the tunnel cancels its delayed dispatch: %v", err)
+	list, err := s.Scheduled(ctx, tunnel, wire.ScheduledQuery{})
+	if err != nil || list.Count != 3 {
+		t.Fatalf("the tunnel lists %+v, %v; want its own two and the admin's naming it", list, err)
 	}
-	if _, err := s.CancelScheduled(ctx, tunnel, unnamed); !errors.Is(err, model.ErrNotFound) {
-		t.Fatalf("a tunnel cancels a dispatch that names no tunnel: %v; want not found", err)
+	// An agent's token with the tunnel's DID lists what it could cancel:
+	// none of the tunnel's dispatches.
+	if list, err := s.Scheduled(ctx, agent(tunnel.DID), wire.ScheduledQuery{}); err != nil || list.Count != 0 {
+		t.Fatalf("an agent with the tunnel's DID lists %+v, %v; want nothing", list, err)
 	}
-	if _, err := s.CancelScheduled(ctx, admin, unnamed); err != nil {
+	for _, id := range []int64{named, unnamed, byAdmin} {
+		if _, err := s.CancelScheduled(ctx, tunnel, id); err != nil {
+			t.Fatalf("the tunnel cancels delayed dispatch %d: %v", id, err)
+		}
+	}
+	if _, err := s.CancelScheduled(ctx, tunnel, adminOnly); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("a tunnel cancels an admin's dispatch that names no tunnel: %v; want not found", err)
+	}
+	if _, err := s.CancelScheduled(ctx, admin, adminOnly); err != nil {
 		t.Fatalf("admin cancels: %v", err)
 	}
 }

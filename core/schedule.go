@@ -146,17 +146,21 @@ func (s *Service) Scheduled(ctx context.Context, who model.Identity, q wire.Sche
 	if err := message.CheckDID("recipient", q.Recipient, false); err != nil {
 		return nil, err
 	}
-	if !isAdmin(who) {
-		if q.Sender != "" && q.Sender != who.DID {
-			return nil, model.Forbidden(fmt.Sprintf("%s may list only the delayed messages it sent, not those of %s", who.DID, q.Sender))
-		}
-		q.Sender = who.DID
-	}
 	limit, err := checkLimit(q.Limit)
 	if err != nil {
 		return nil, err
 	}
-	items, n, err := s.st.ListScheduled(ctx, store.ScheduleQuery{Sender: q.Sender, Recipient: q.Recipient, Limit: limit})
+	sq := store.ScheduleQuery{Sender: q.Sender, Recipient: q.Recipient, Limit: limit}
+	if !isAdmin(who) {
+		if q.Sender != "" && q.Sender != who.DID {
+			return nil, model.Forbidden(fmt.Sprintf("%s may list only the delayed messages it sent, not those of %s", who.DID, q.Sender))
+		}
+		sq.Sender = who.DID
+		if who.Role != model.RoleTunnel {
+			sq.Op = opPostSend // what mayCancel would let it cancel
+		}
+	}
+	items, n, err := s.st.ListScheduled(ctx, sq)
 	if err != nil {
 		return nil, err
 	}
@@ -195,9 +199,9 @@ func (s *Service) CancelScheduled(ctx context.Context, who model.Identity, id in
 }
 
 // mayCancel says whether who sent e (ScheduleEntry.Sender): the author of
-// a post_send; the tunnel named in a dispatch's ingress_ctx, which a tunnel
-// can only name as itself (checkIngress). Who is named in a dispatched
-// message's from is an outside party, not its sender here.
+// a post_send; the tunnel that made a dispatch (or that an admin's names in
+// its ingress_ctx). Who is named in a dispatched message's from is an
+// outside party, not its sender here.
 func mayCancel(who model.Identity, e *store.ScheduleEntry) bool {
 	if e.Sender == "" || e.Sender != who.DID {
 		return false

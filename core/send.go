@@ -115,9 +115,15 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 		return nil, err
 	}
 	var res *wire.DispatchResult
+	// The tunnel that sent it: the caller, whether or not it names itself
+	// in ingress_ctx (checkIngress); for an admin's dispatch, the one it
+	// names, if any.
 	o := sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.IngressCtx, ""}
-	if req.IngressCtx != nil {
-		o.sender = req.IngressCtx.TunnelDID // the caller itself, unless an admin (checkIngress)
+	switch {
+	case who.Role == model.RoleTunnel:
+		o.sender = who.DID
+	case req.IngressCtx != nil:
+		o.sender = req.IngressCtx.TunnelDID
 	}
 	due, id, err := s.send(ctx, who, c, opDispatch, o,
 		func(now int64) (p *store.Plan, err error) {

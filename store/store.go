@@ -189,10 +189,12 @@ type ScheduleEntry struct {
 }
 
 // ScheduleQuery selects pending entries: those of one sender, for one
-// recipient, or both ("" selects all); at most Limit of them.
+// recipient, of one op ("dispatch" or "post_send"), or any of these ("" selects
+// all); at most Limit of them.
 type ScheduleQuery struct {
 	Sender    string
 	Recipient string
+	Op        string
 	Limit     int
 }
 

@@ -138,8 +138,10 @@ func TestSendWithDelay(t *testing.T) {
 			t.Errorf("%s = %v, want %v", path, got, want)
 		}
 	}
-	if ms, _ := field(t, q.Body, "msg.created_at_ms").(float64); ms <= 0 {
-		t.Errorf("created_at_ms not stamped: %v", q.Body["msg"])
+	// With a key, the key and not the time makes the message unique, so a
+	// retry is the same message.
+	if msg, _ := q.Body["msg"].(map[string]any); msg["created_at_ms"] != nil || msg["nonce"] != "idempotency-key:k-1" {
+		t.Errorf("a keyed send's message %v: want nonce idempotency-key:k-1 and no created_at_ms", msg)
 	}
 	for _, want := range []string{"cymsg:abc", "2030-01-01T00:00:10Z", "did:t:tg", "cyrec:t", "did:x:carol"} {
 		if !strings.Contains(r.stdout, want) {
@@ -156,6 +158,9 @@ func TestSendScheduling(t *testing.T) {
 	}
 	if got := field(t, f.only().Body, "deliver_at_ms"); got != 1893553445000.0 {
 		t.Fatalf("deliver_at_ms = %v", got)
+	}
+	if ms, _ := field(t, f.only().Body, "msg.created_at_ms").(float64); ms <= 0 {
+		t.Errorf("created_at_ms not stamped without a key: %v", f.only().Body["msg"])
 	}
 
 	f = newFakeServer(t, map[string]reply{"POST /v1/post_send": {200, `{"ok":true,"msg_id":"m"}`}})

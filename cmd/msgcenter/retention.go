@@ -152,7 +152,7 @@ type retentionFlags struct {
 
 func (f *retentionFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.terminal, "retention", "", "how long finished records are kept, per box family: FAMILY=DURATION,… with FAMILY one of "+
-		familyNames()+" and DURATION like 720h, 30d or off (keep forever); unlisted families keep them 30d (env "+envRetention+")")
+		familyNames()+" and DURATION like 720h, 30d or off (keep forever); unlisted families keep them 30d; GROUP_INBOX's applies to a group's whole log, read or not (env "+envRetention+")")
 	fs.StringVar(&f.events, "retention-events", "30d", "how long the event log is kept, e.g. 7d, or off (env "+envRetentionEvents+")")
 	fs.StringVar(&f.interval, "retention-interval", "1m", "pause between retention passes (env "+envRetentionInterval+")")
 	fs.BoolVar(&f.disabled, "no-retention", false, "run no retention passes in the background; an admin can still run one (env "+envNoRetention+")")

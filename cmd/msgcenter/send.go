@@ -46,7 +46,7 @@ func (f *msgFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.delay, "delay", 0, "deliver after this long, e.g. 10s, 2h")
 	fs.Int64Var(&f.delayMS, "delay-ms", 0, "deliver after this many milliseconds")
 	fs.StringVar(&f.deliverAt, "deliver-at", "", "deliver at this RFC 3339 time, e.g. 2030-01-02T15:04:05Z")
-	fs.StringVar(&f.idempotencyKey, "idempotency-key", "", "the server drops a repeat of this key instead of storing it twice")
+	fs.StringVar(&f.idempotencyKey, "idempotency-key", "", "a key for retrying: the same command again stores nothing new (the key is the message's nonce, in place of its time), and the key with another message is refused")
 }
 
 // message builds the message from --msg-file or the flags.
@@ -90,11 +90,17 @@ func (f *msgFlags) message(cmd *cobra.Command) (*message.Message, error) {
 		Kind:      f.kind,
 		Workspace: f.workspace,
 		Mentions:  splitList(f.mentions),
-		// The id is a hash of the content: stamping the time keeps two
-		// identical texts sent on purpose from collapsing into one message.
-		// Use --idempotency-key (or --msg-file) for deliberate de-duplication.
-		CreatedAtMS: time.Now().UnixMilli(),
-		Content:     message.Content{Title: f.title, Format: f.format, Content: text},
+		Content:   message.Content{Title: f.title, Format: f.format, Content: text},
+	}
+	// The id is a hash of the content: stamping the time keeps two
+	// identical texts sent on purpose from collapsing into one message. A
+	// send with --idempotency-key is one its caller may repeat: the key
+	// stands in for the time, so a retry is the same message (the server
+	// then stores nothing new) and another key another message.
+	if f.idempotencyKey != "" {
+		m.Nonce = "idempotency-key:" + f.idempotencyKey
+	} else {
+		m.CreatedAtMS = time.Now().UnixMilli()
 	}
 	if f.topic != "" || f.replyTo != "" {
 		m.Thread = &message.Thread{Topic: f.topic, ReplyTo: f.replyTo}

@@ -34,8 +34,10 @@ own --data directory). See docs/deploy.md.
 
 Retention deletes finished records (READED, SENT, DEAD, ARCHIVED, DELETED)
 30 days after their last change, per box family, and events after 30 days;
-acknowledged records of durable consumers go at the next pass. Records a
-consumer has not examined yet are kept. For example:
+acknowledged records of durable consumers go at the next pass. A group's
+log (GROUP_INBOX), which no one finishes, goes after its family's period
+read or not. Records a consumer has not examined yet are kept. Idempotency
+keys are kept as long as the longest period. For example:
 
   msgcenter serve --retention INBOX=90d,CONSUMER=1d,TUNNEL_OUTBOX=off --retention-events 7d`,
 		Args: cobra.NoArgs,

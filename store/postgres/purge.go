@@ -66,7 +66,48 @@ var sqlPurgeGroupLog = `DELETE FROM records WHERE record_id IN (
 		ORDER BY r.updated_at_ms
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED)
-	RETURNING box, msg_id`
+	RETURNING box, msg_id, owner, thread_key, state`
+
+// deleteGroupLog deletes what sqlPurgeGroupLog selects and takes the
+// unread ones out of their conversations' counts (as deltas, which lock
+// nothing: migration 0005): unlike finished records, these may still
+// count.
+func deleteGroupLog(ctx context.Context, tx pgx.Tx, beforeMS int64, limit int) (goneRecords, error) {
+	rows, err := tx.Query(ctx, sqlPurgeGroupLog, beforeMS, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out goneRecords
+	var owners, threads []string
+	var deltas []int64
+	at := map[[2]string]int{}
+	var box, msg, owner, thread, state string
+	_, err = pgx.ForEachRow(rows, []any{&box, &msg, &owner, &thread, &state}, func() error {
+		out = append(out, goneRecord{box: model.BoxKind(box), msgID: msg})
+		if thread == "" || !model.State(state).IsUnread() {
+			return nil
+		}
+		k := [2]string{owner, thread}
+		i, ok := at[k]
+		if !ok {
+			i = len(owners)
+			at[k] = i
+			owners, threads, deltas = append(owners, owner), append(threads, thread), append(deltas, 0)
+		}
+		deltas[i]--
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(owners) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO conversation_unread (owner, thread_key, delta)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])`, owners, threads, deltas); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
 
 // sqlPurgeAcked deletes at most $2 records of consumers' boxes at or below
 // their consumer's cursor that are not held.
@@ -126,11 +167,7 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			}
 		}
 		if p.GroupLogBeforeMS > 0 && len(gone) < limit {
-			rows, err := tx.Query(ctx, sqlPurgeGroupLog, p.GroupLogBeforeMS, limit-len(gone))
-			if err != nil {
-				return fail("purge group logs", err)
-			}
-			g, err := collectGone(rows)
+			g, err := deleteGroupLog(ctx, tx, p.GroupLogBeforeMS, limit-len(gone))
 			if err != nil {
 				return fail("purge group logs", err)
 			}
@@ -264,22 +301,23 @@ const sqlTakeDueOrphans = `DELETE FROM orphan_bodies WHERE msg_id IN (
 		FOR UPDATE OF o SKIP LOCKED)
 	RETURNING msg_id`
 
-// sqlKeepYoungOrphans puts in orphan_bodies, among $1, the bodies nothing
-// refers to that were stored or reused too recently to go now (at or after
-// $2): a later pass takes them once they are old enough. One a writer
-// refers to meanwhile is checked again then, and stays.
-const sqlKeepYoungOrphans = `INSERT INTO orphan_bodies (msg_id)
+// sqlKeepOrphans puts in orphan_bodies, among $1, the bodies still there
+// that nothing refers to: those stored or reused too recently to go now,
+// and those sqlLockOrphans skipped because a writer held them (a writer
+// that rolls back leaves them unreferenced). A later pass takes them once
+// they are old enough; one a writer refers to meanwhile stays then.
+const sqlKeepOrphans = `INSERT INTO orphan_bodies (msg_id)
 	SELECT m.msg_id FROM messages m
-	WHERE m.msg_id = ANY($1::text[]) AND GREATEST(m.created_at_ms, m.ref_at_ms) >= $2
+	WHERE m.msg_id = ANY($1::text[])
 		AND NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_id = m.msg_id)
 		AND NOT EXISTS (SELECT 1 FROM scheduled s WHERE s.msg_id = m.msg_id)
 	ON CONFLICT (msg_id) DO NOTHING`
 
 // purgeBodies deletes the bodies nothing refers to among ids (the messages
 // of the records this pass deleted) and among those waiting in
-// orphan_bodies whose time has come; those among ids still too young wait
-// there for a later pass. It says how many went and whether more waiting
-// ones are due than one pass takes.
+// orphan_bodies whose time has come; those left that nothing refers to
+// (too young, or held by a writer) wait there for a later pass. It says
+// how many went and whether more waiting ones are due than one pass takes.
 func purgeBodies(ctx context.Context, tx pgx.Tx, ids []string, beforeMS int64, limit int) (int64, bool, error) {
 	rows, err := tx.Query(ctx, sqlTakeDueOrphans, beforeMS, limit)
 	if err != nil {
@@ -299,9 +337,9 @@ func purgeBodies(ctx context.Context, tx pgx.Tx, ids []string, beforeMS int64, l
 	if err != nil {
 		return 0, false, err
 	}
-	if len(ids) > 0 {
-		if _, err := tx.Exec(ctx, sqlKeepYoungOrphans, ids, beforeMS); err != nil {
-			return 0, false, fail("keep young bodies", err)
+	if len(all) > 0 {
+		if _, err := tx.Exec(ctx, sqlKeepOrphans, all); err != nil {
+			return 0, false, fail("keep bodies for later", err)
 		}
 	}
 	return n, len(due) >= limit, nil

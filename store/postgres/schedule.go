@@ -146,11 +146,14 @@ func (s *Store) ListScheduled(ctx context.Context, sq store.ScheduleQuery) ([]st
 	if sq.Recipient != "" {
 		q.b.WriteString(" AND" + recipientFilter + q.arg(sq.Recipient) + ")")
 	}
+	if sq.Op != "" {
+		q.b.WriteString(" AND sc.op = " + q.arg(sq.Op))
+	}
 	q.b.WriteString(" ORDER BY sc.due_at_ms, sc.sched_id LIMIT " + q.arg(limitOr(sq.Limit, defaultLimit)))
 	var out []store.ScheduleEntry
 	var total int64
 	// Unfiltered, the total counts every entry: a whole-table read.
-	err := s.reading(ctx, sq.Sender == "" && sq.Recipient == "", func(db querier) (err error) {
+	err := s.reading(ctx, sq.Sender == "" && sq.Recipient == "" && sq.Op == "", func(db querier) (err error) {
 		out, total, err = querySchedule(ctx, db, schedPage(q.b.String(), true), true, q.args...)
 		return err
 	})

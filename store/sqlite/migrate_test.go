@@ -220,6 +220,9 @@ func TestMigrationNamesScheduledSenders(t *testing.T) {
 		{"post_send", "source", `{"from":"did:grp","source":"did:m","to":[]}`, `null`, "did:m"},
 		{"dispatch", "tunnel", `{"from":"did:ext","to":["did:b"]}`, `{"tunnel_did":"did:tun","platform":"tg"}`, "did:tun"},
 		{"dispatch", "no ingress", `{"from":"did:ext","to":["did:b"]}`, ``, ""},
+		{"dispatch", "null ingress", `{"from":"did:ext","to":["did:b"]}`, `null`, ""},
+		{"post_send", "a NUL in its text", `{"content":{"content":"a\u0000b"},"from":"did:nul","to":["did:b"]}`, `{}`, "did:nul"},
+		{"dispatch", "a NUL in its ingress", `{"from":"did:ext","to":["did:b"]}`, `{"tunnel_did":"did:tun2","address":"a\u0000b"}`, "did:tun2"},
 	}
 	for i, e := range entries {
 		m := testMsgID(e.name)

@@ -137,24 +137,24 @@ func takeDueOrphans(ctx context.Context, tx *sql.Tx, beforeMS int64, limit int) 
 	return ids, rows.Err()
 }
 
-// keepYoungOrphans puts in orphan_bodies, among ids, the bodies nothing
-// refers to that were stored too recently to go now (at or after
-// beforeMS): a later pass takes them once they are old enough.
-func keepYoungOrphans(ctx context.Context, tx *sql.Tx, ids []string, beforeMS int64) error {
+// keepOrphans puts in orphan_bodies, among ids, the bodies still there
+// that nothing refers to, which deleteOrphanBodies kept for being stored
+// too recently: a later pass takes them once they are old enough.
+func keepOrphans(ctx context.Context, tx *sql.Tx, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	list, err := json.Marshal(ids)
 	if err != nil {
-		return fmt.Errorf("sqlite: keep young bodies: %w", err)
+		return fmt.Errorf("sqlite: keep bodies for later: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO orphan_bodies (msg_id)
 		SELECT m.msg_id FROM messages m
-		WHERE m.msg_id IN (SELECT value FROM json_each(?1)) AND m.created_at_ms >= ?2
+		WHERE m.msg_id IN (SELECT value FROM json_each(?1))
 			AND NOT EXISTS (SELECT 1 FROM records r WHERE r.msg_ref = m.msg_ref)
 			AND NOT EXISTS (SELECT 1 FROM scheduled s WHERE s.msg_id = m.msg_id)
-		ON CONFLICT (msg_id) DO NOTHING`, string(list), beforeMS); err != nil {
-		return fmt.Errorf("sqlite: keep young bodies: %w", err)
+		ON CONFLICT (msg_id) DO NOTHING`, string(list)); err != nil {
+		return fmt.Errorf("sqlite: keep bodies for later: %w", err)
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func purgeBodies(ctx context.Context, tx *sql.Tx, ids []string, beforeMS int64, 
 	if err != nil {
 		return 0, false, err
 	}
-	if err := keepYoungOrphans(ctx, tx, ids, beforeMS); err != nil {
+	if err := keepOrphans(ctx, tx, all); err != nil {
 		return 0, false, err
 	}
 	return n, len(due) >= limit, nil
@@ -229,7 +229,41 @@ var groupLogQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM rec
 			AND r.state <> '` + string(model.HeldState(model.GroupInbox)) + `'
 			AND NOT ` + unexamined + `
 		ORDER BY r.updated_at_ms LIMIT ?)
-	RETURNING box, msg_id`
+	RETURNING box, msg_id, owner, thread_key, state`
+
+// deleteGroupLog deletes what groupLogQuery selects and takes the unread
+// ones out of their conversations' counts: unlike finished records, these
+// may still count.
+func deleteGroupLog(ctx context.Context, tx *sql.Tx, beforeMS int64, limit int) (goneRecords, error) {
+	rows, err := tx.QueryContext(ctx, groupLogQuery, beforeMS, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out goneRecords
+	unread := map[[2]string]int64{}
+	for rows.Next() {
+		var box, msg, owner, thread, state string
+		if err := rows.Scan(&box, &msg, &owner, &thread, &state); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, goneRecord{box: model.BoxKind(box), msgID: msg})
+		if thread != "" && model.State(state).IsUnread() {
+			unread[[2]string{owner, thread}]++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for k, n := range unread {
+		if _, err := tx.ExecContext(ctx, `UPDATE conversations SET unread_count = max(unread_count - ?, 0)
+			WHERE owner = ? AND thread_key = ?`, n, k[0], k[1]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
 
 // keysQuery deletes at most limit idempotency keys bound before a time,
 // oldest first along idempotency_age.
@@ -266,7 +300,7 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			gone = g
 		}
 		if p.GroupLogBeforeMS > 0 && len(gone) < limit {
-			g, err := deleteRecords(ctx, tx, groupLogQuery, p.GroupLogBeforeMS, limit-len(gone))
+			g, err := deleteGroupLog(ctx, tx, p.GroupLogBeforeMS, limit-len(gone))
 			if err != nil {
 				return fmt.Errorf("sqlite: purge group logs: %w", err)
 			}

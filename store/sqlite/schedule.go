@@ -124,6 +124,9 @@ func (s *Store) ListScheduled(ctx context.Context, q store.ScheduleQuery) ([]sto
 	if q.Recipient != "" {
 		conds, args = append(conds, recipientFilter), append(args, q.Recipient)
 	}
+	if q.Op != "" {
+		conds, args = append(conds, " s.op = ?"), append(args, q.Op)
+	}
 	where := ""
 	if len(conds) > 0 {
 		where = " WHERE" + strings.Join(conds, " AND")

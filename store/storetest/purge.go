@@ -158,12 +158,20 @@ func testPurgeTerminal(t *testing.T, s store.Store) {
 func testPurgeGroupLog(t *testing.T, s store.Store) {
 	const other = "did:test:group-2"
 	held := putRec(t, s, grp, model.GroupInbox, "g-held", model.Unread, oldMS)
+	thread := func(r *model.Record) { r.ThreadKey = "group:" + grp }
+	threaded := func(name string, st model.State, atMS int64) model.Record {
+		m := msgID(name)
+		return mustApply(t, s, newPlan(m, atMS, newRec(grp, model.GroupInbox, m, atMS, withState(st), thread))).Created[0]
+	}
 	if got := mustClaim(t, s, claimParams(grp, model.GroupInbox, oldMS, "L")); got.RecordID != held.RecordID {
 		t.Fatalf("claimed %s, want %s", got.RecordID, held.RecordID)
 	}
-	unread := putRec(t, s, grp, model.GroupInbox, "g-unread-old", model.Unread, oldMS)
-	readed := putRec(t, s, grp, model.GroupInbox, "g-readed-old", model.Readed, oldMS)
-	fresh := putRec(t, s, grp, model.GroupInbox, "g-unread-fresh", model.Unread, freshMS)
+	unread := threaded("g-unread-old", model.Unread, oldMS)
+	readed := threaded("g-readed-old", model.Readed, oldMS)
+	fresh := threaded("g-unread-fresh", model.Unread, freshMS)
+	if c := mustConv(t, s, grp, "group:"+grp); c.UnreadCount != 2 {
+		t.Fatalf("the group's conversation counts %d unread, want 2", c.UnreadCount)
+	}
 	inbox := putRec(t, s, alice, model.Inbox, "g-inbox-old", model.Unread, oldMS)
 	m := msgID("g-members")
 	created := mustApply(t, s, newPlan(m, oldMS, newRec(grp, model.GroupInbox, m, oldMS), newRec(bob, model.Inbox, m, oldMS))).Created
@@ -187,6 +195,10 @@ func testPurgeGroupLog(t *testing.T, s store.Store) {
 		mustGet(t, s, r.RecordID)
 	}
 	requireBody(t, s, unread.MsgID, false, "body of a purged group record")
+	// The unread record that went no longer counts; the fresh one does.
+	if c := mustConv(t, s, grp, "group:"+grp); c.UnreadCount != 1 {
+		t.Fatalf("after the purge the group's conversation counts %d unread, want 1", c.UnreadCount)
+	}
 	requireBody(t, s, m, true, "body a member's record still refers to")
 	if res := mustPurge(t, s, p); !res.Empty() {
 		t.Fatalf("second group log purge deleted %s", dump(res))

@@ -226,6 +226,15 @@ func testScheduleDueOrder(t *testing.T, s store.Store) {
 	requireListed(t, s, store.ScheduleQuery{Sender: dave, Limit: 1}, byDave[:1], int64(len(byDave)))
 	requireListed(t, s, store.ScheduleQuery{Sender: dave, Recipient: alice, Limit: 100}, byDaveToAlice, int64(len(byDaveToAlice)))
 	requireListed(t, s, store.ScheduleQuery{Sender: alice, Limit: 100}, nil, 0)
+	// By op: entries of even index are dispatches.
+	var daveDispatches []int64
+	for i, id := range same {
+		if i%3 == 0 && i%2 == 0 {
+			daveDispatches = append(daveDispatches, id)
+		}
+	}
+	requireListed(t, s, store.ScheduleQuery{Sender: dave, Op: "dispatch", Limit: 100}, daveDispatches, int64(len(daveDispatches)))
+	requireListed(t, s, store.ScheduleQuery{Op: "post_send", Recipient: alice, Limit: 100}, []int64{e12.ID}, 1)
 	listed, _, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Sender: dave, Limit: 1})
 	requireNoError(t, err, "ListScheduled")
 	if listed[0].Sender != dave {
