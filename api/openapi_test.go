@@ -143,11 +143,8 @@ var oaEnumValues = map[string][]string{
 	"MessageKind": message.Kinds,
 	"ReceiptStatus": oaStrings([]model.ReceiptStatus{model.ReceiptUnread, model.ReceiptReading, model.ReceiptReaded,
 		model.ReceiptAccepted, model.ReceiptRejected, model.ReceiptQuarantined}),
-	"Role": oaStrings([]model.Role{model.RoleAdmin, model.RoleAgent, model.RoleTunnel}),
-	"EventType": {model.EventRecordCreated, model.EventRecordState, model.EventRecordClaimed,
-		model.EventRecordRetry, model.EventRecordDead, model.EventLeaseExpired, model.EventLeaseExtended,
-		model.EventRecordDelivered, model.EventRecordRedriven, model.EventMsgScheduled,
-		model.EventConsumerCreated, model.EventConsumerDeleted, model.EventPurged},
+	"Role":      oaStrings([]model.Role{model.RoleAdmin, model.RoleAgent, model.RoleTunnel}),
+	"EventType": model.EventTypes,
 }
 
 func oaStrings[T ~string](in []T) []string {

@@ -396,7 +396,8 @@ func TestDelayedGroupPostOfAFormerMember(t *testing.T) {
 		m := &message.Message{From: grp, Source: who.DID, Kind: message.KindGroupMsg, Content: message.Content{Content: text}}
 		return s.PostSend(ctx, who, &wire.PostSendRequest{Msg: m, DelayMS: delay})
 	}
-	if _, err := post(alice, "from a member who leaves", ptr(int64(60_000))); err != nil {
+	left, err := post(alice, "from a member who leaves", ptr(int64(60_000)))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := post(bob, "from a member who stays", ptr(int64(60_000))); err != nil {
@@ -411,6 +412,23 @@ func TestDelayedGroupPostOfAFormerMember(t *testing.T) {
 	}
 	if got := texts(syncAll(t, s, "did:carol", model.Inbox)); len(got) != 1 || got[0] != "from a member who stays" {
 		t.Fatalf("carol's INBOX holds %q, want only the post of the member who stayed", got)
+	}
+	// The drop is an event, with its reason, and the body goes with it.
+	evs, err := s.Events(ctx, admin, wire.EventQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped []model.Event
+	for _, e := range evs.Items {
+		if e.Type == model.EventMsgDropped {
+			dropped = append(dropped, e)
+		}
+	}
+	if len(dropped) != 1 || dropped[0].MsgID != left.MsgID || !strings.Contains(dropped[0].Detail, "left the group") {
+		t.Fatalf("message.schedule_dropped events %+v; want one for %s saying why", dropped, left.MsgID)
+	}
+	if _, err := s.GetMessage(ctx, admin, left.MsgID); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("the dropped post's body stayed: %v", err)
 	}
 
 	if _, err := s.Block(ctx, admin, grp, bob.DID, true); err != nil {

@@ -129,11 +129,17 @@ func (s *Service) materialize(ctx context.Context, e *store.ScheduleEntry) error
 	return s.apply(ctx, p)
 }
 
-// dropEntry consumes a due entry without delivering anything, and says why
-// in the log: retrying it would fail the same way for ever.
+// dropEntry removes a due entry without delivering anything, as a cancel
+// does (its body too, unless something else refers to it), and says why in
+// the log and in a message.schedule_dropped event: retrying it would fail
+// the same way for ever. An entry gone already was taken by another node.
 func (s *Service) dropEntry(ctx context.Context, e *store.ScheduleEntry, why string, args ...any) error {
 	s.log.Warn(why, append([]any{"msg_id", e.MsgID}, args...)...)
-	return s.apply(ctx, &store.Plan{MsgID: e.MsgID, MsgBody: e.MsgBody, NowMS: s.nowMS(), ConsumeSchedule: e.ID})
+	err := s.st.CancelScheduled(ctx, e.ID, s.nowMS(), why)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // Scheduled lists pending delayed messages, soonest first: an admin's
@@ -191,7 +197,7 @@ func (s *Service) CancelScheduled(ctx context.Context, who model.Identity, id in
 	if !isAdmin(who) && !mayCancel(who, &e) {
 		return nil, model.NotFound("scheduled entry")
 	}
-	if err := s.st.CancelScheduled(ctx, id, s.nowMS()); err != nil {
+	if err := s.st.CancelScheduled(ctx, id, s.nowMS(), ""); err != nil {
 		return nil, err
 	}
 	it := scheduledItem(&e)

@@ -105,7 +105,17 @@ const (
 	EventRecordRedriven  = "record.redriven"
 	EventMsgScheduled    = "message.scheduled"
 	EventMsgCancelled    = "message.schedule_cancelled"
+	// EventMsgDropped: the server dropped a delayed message that came due
+	// but could no longer be delivered (its author left the group it
+	// speaks for, say); the detail says why.
+	EventMsgDropped = "message.schedule_dropped"
 )
+
+// EventTypes lists every event type, in the order the API documents them
+// (a test keeps it complete).
+var EventTypes = []string{EventRecordCreated, EventRecordState, EventRecordClaimed, EventRecordRetry,
+	EventRecordDead, EventLeaseExpired, EventLeaseExtended, EventRecordDelivered, EventRecordRedriven,
+	EventMsgScheduled, EventMsgCancelled, EventMsgDropped, EventConsumerCreated, EventConsumerDeleted, EventPurged}
 
 // Role is what a token may do.
 type Role string

@@ -47,7 +47,9 @@ type Store interface {
 	// message's body unless a record or another entry refers to it, and
 	// appends a message.schedule_cancelled event, in one transaction;
 	// model.ErrNotFound when it is gone already.
-	CancelScheduled(ctx context.Context, id, nowMS int64) error
+	// A non-empty dropped says why the server dropped the entry instead:
+	// the event is then message.schedule_dropped, with the reason.
+	CancelScheduled(ctx context.Context, id, nowMS int64, dropped string) error
 	// NextDue returns the earliest due time of any pending entry.
 	NextDue(ctx context.Context) (atMS int64, ok bool, err error)
 

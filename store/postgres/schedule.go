@@ -215,13 +215,17 @@ func (s *Store) GetScheduled(ctx context.Context, id int64) (store.ScheduleEntry
 var sqlCancelSched = `WITH d AS (DELETE FROM scheduled WHERE sched_id = $1 RETURNING sched_id, msg_id),
 		r AS (DELETE FROM scheduled_recipients WHERE sched_id IN (SELECT sched_id FROM d)),
 		e AS (INSERT INTO events (type, msg_id, at_ms, detail)
-			SELECT '` + model.EventMsgCancelled + `', d.msg_id, $2, 'id=' || d.sched_id FROM d)
+			SELECT $3::text, d.msg_id, $2, $4::text FROM d)
 	SELECT msg_id FROM d`
 
 // CancelScheduled removes a pending entry, its recipients and its body
 // when nothing else refers to it, and appends the event, in one
 // transaction.
-func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64) error {
+func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64, dropped string) error {
+	typ, detail := model.EventMsgCancelled, fmt.Sprintf("id=%d", id)
+	if dropped != "" {
+		typ, detail = model.EventMsgDropped, fmt.Sprintf("id=%d: %s", id, dropped)
+	}
 	forgot := false
 	defer func() {
 		if forgot {
@@ -230,7 +234,7 @@ func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64) error {
 	}()
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		var msgID string
-		err := tx.QueryRow(ctx, sqlCancelSched, id, nowMS).Scan(&msgID)
+		err := tx.QueryRow(ctx, sqlCancelSched, id, nowMS, typ, detail).Scan(&msgID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return model.NotFound("scheduled entry")
 		}

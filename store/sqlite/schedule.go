@@ -228,7 +228,8 @@ func (s *Store) GetScheduled(ctx context.Context, id int64) (store.ScheduleEntry
 // CancelScheduled removes a pending entry, its recipients and its body
 // when nothing else refers to it, and appends the event, in one
 // transaction.
-func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64) error {
+func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64, dropped string) error {
+	typ, detail := cancelEvent(id, dropped)
 	forgot := false
 	defer func() {
 		if forgot {
@@ -257,11 +258,19 @@ func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64) error {
 			forgot = true
 			s.bodies.ForgetAll()
 		}
-		_, err = tx.StmtContext(ctx, s.st.insertEvent).ExecContext(ctx, model.EventMsgCancelled,
-			"", "", "", msgID, "", "", nowMS, fmt.Sprintf("id=%d", id))
+		_, err = tx.StmtContext(ctx, s.st.insertEvent).ExecContext(ctx, typ,
+			"", "", "", msgID, "", "", nowMS, detail)
 		if err != nil {
 			return fmt.Errorf("sqlite: append event: %w", err)
 		}
 		return nil
 	})
+}
+
+// cancelEvent is the event of a cancelled entry, or of a dropped one.
+func cancelEvent(id int64, dropped string) (typ, detail string) {
+	if dropped != "" {
+		return model.EventMsgDropped, fmt.Sprintf("id=%d: %s", id, dropped)
+	}
+	return model.EventMsgCancelled, fmt.Sprintf("id=%d", id)
 }

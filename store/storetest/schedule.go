@@ -384,11 +384,11 @@ func testScheduleCancel(t *testing.T, s store.Store) {
 	if !bytes.Equal(got.MsgBody, e.MsgBody) {
 		t.Fatalf("GetScheduled body = %q, want %q", got.MsgBody, e.MsgBody)
 	}
-	requireNoError(t, s.CancelScheduled(ctx, e.ID, base+500), "CancelScheduled")
+	requireNoError(t, s.CancelScheduled(ctx, e.ID, base+500, ""), "CancelScheduled")
 	_, err = s.GetScheduled(ctx, e.ID)
 	requireErrIs(t, err, model.ErrNotFound, "GetScheduled after the cancel")
-	requireErrIs(t, s.CancelScheduled(ctx, e.ID, base+600), model.ErrNotFound, "a second cancel")
-	requireErrIs(t, s.CancelScheduled(ctx, 1<<40, base+600), model.ErrNotFound, "cancel of an entry that never was")
+	requireErrIs(t, s.CancelScheduled(ctx, e.ID, base+600, ""), model.ErrNotFound, "a second cancel")
+	requireErrIs(t, s.CancelScheduled(ctx, 1<<40, base+600, "why"), model.ErrNotFound, "cancel of an entry that never was")
 	requireListed(t, s, store.ScheduleQuery{Limit: 10}, []int64{keep.ID}, 1)
 	requireListed(t, s, store.ScheduleQuery{Recipient: alice, Limit: 10}, nil, 0)
 	due, err := s.DueScheduled(ctx, store.DueParams{BeforeMS: base + 10_000, Limit: 10})
@@ -405,5 +405,17 @@ func testScheduleCancel(t *testing.T, s store.Store) {
 	evs := eventsOf(allEvents(t, s, ""), model.EventMsgCancelled, "")
 	if len(evs) != 1 || evs[0].MsgID != e.MsgID || evs[0].AtMS != base+500 || evs[0].Detail != fmt.Sprintf("id=%d", e.ID) {
 		t.Fatalf("cancel events = %s; want one for %s at %d", dump(evs), short(e.MsgID), base+500)
+	}
+
+	// Dropped by the server, an entry goes the same way, with its reason.
+	requireNoError(t, s.CancelScheduled(ctx, keep.ID, base+700, "its author left"), "CancelScheduled, dropped")
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, nil, 0)
+	requireBody(t, s, keep.MsgID, false, "the dropped message")
+	evs = eventsOf(allEvents(t, s, ""), model.EventMsgDropped, "")
+	if len(evs) != 1 || evs[0].MsgID != keep.MsgID || evs[0].AtMS != base+700 || evs[0].Detail != fmt.Sprintf("id=%d: its author left", keep.ID) {
+		t.Fatalf("drop events = %s; want one for %s with its reason", dump(evs), short(keep.MsgID))
+	}
+	if n := len(eventsOf(allEvents(t, s, ""), model.EventMsgCancelled, "")); n != 1 {
+		t.Fatalf("%d cancel events after a drop, want still 1", n)
 	}
 }
