@@ -120,7 +120,13 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, optional boo
 	if dec.More() {
 		return model.Invalid("", "unexpected data after the JSON object")
 	}
-	return checkText(body)
+	if err := checkText(body); err != nil {
+		return err
+	}
+	if path := duplicateKey(body); path != "" {
+		return model.Invalid(path, "is given more than once in its object; give each key once")
+	}
+	return nil
 }
 
 // jsonError turns encoding/json's errors into ones that name the field.

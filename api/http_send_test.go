@@ -248,6 +248,17 @@ func TestHTTPPostSend(t *testing.T) {
 			badCase{name: "bytes that are not UTF-8", method: "POST", path: "/v1/post_send", token: e.alice,
 				body:   "{\"msg\":{\"from\":\"" + didAlice + "\",\"to\":[\"did:bob\"],\"content\":{\"content\":\"\xff\"}}}",
 				status: 400, code: wire.CodeInvalid},
+			// encoding/json keeps the last of a key given twice: a reader of
+			// the first saw another message than the one stored.
+			badCase{name: "msg given twice", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   `{"msg":{"from":"` + didAlice + `","to":["did:bob"]},"msg":{"from":"did:carol"}}`,
+				status: 400, code: wire.CodeInvalid, field: "msg"},
+			badCase{name: "msg.to given twice", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   `{"msg":{"from":"` + didAlice + `","to":["did:bob"],"to":["did:carol"]}}`,
+				status: 400, code: wire.CodeInvalid, field: "msg.to"},
+			badCase{name: "a meta key given twice", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   `{"msg":{"from":"` + didAlice + `","to":["did:bob"],"meta":{"k":1,"\u006b":2}}}`,
+				status: 400, code: wire.CodeInvalid, field: "msg.meta.k"},
 		)
 		e.runBad(t, cases)
 	})
