@@ -17,7 +17,7 @@ func TestDuplicateKey(t *testing.T) {
 		{`{"a":{"x":1},"b":{"x":1}}`, ""}, // the same key in two objects
 		{`{"routes":[{"address":"a"},{"address":"b","address":"c"}]}`, "routes[1].address"},
 		{`[{"k":1},{"k":1,"k":2}]`, "[1].k"},
-		{`{"a":1,"\u0061":2}`, "a"},         // the same name, escaped
+		{`{"a":1,"\u0061":2}`, "a"},        // the same name, escaped
 		{`{"a\"b":1,"a\u0022b":2}`, `a"b`}, // an escaped quote in a key
 		{`{"A":1,"a":2}`, ""},              // names differ in case
 		{`{"s":"{\"a\":1,\"a\":2}"}`, ""},  // keys inside a string are text
