@@ -44,25 +44,32 @@ func (c *checked) newRecord(owner string, box model.BoxKind, variant string, rou
 	return r
 }
 
-// threadKey groups an owner's records into conversations: an explicit
-// topic first, then the group, then the people of a direct conversation
-// (dmThreadKey). Topic and group keys are the same for every owner, and
-// worked out once: a fan-out asks once per member.
+// threadKey groups an owner's records into conversations: the group's,
+// or the people of a direct conversation (dmThreadKey), and within either
+// a topic the message names ("group:G/topic:T", "dm:did:bob/topic:T"), so
+// that two conversations that happen to use the same topic stay apart. A
+// group's key is the same for every owner, and worked out once: a fan-out
+// asks once per member.
 func (c *checked) threadKey(owner string) string {
 	m := c.msg
-	switch {
-	case m.Thread != nil && m.Thread.Topic != "":
+	if c.isGroup {
 		if c.shared == "" {
-			c.shared = "topic:" + m.Thread.Topic
-		}
-		return c.shared
-	case c.isGroup:
-		if c.shared == "" {
-			c.shared = "group:" + m.From
+			c.shared = "group:" + m.From + c.topicSuffix()
 		}
 		return c.shared
 	}
+	if m.Thread != nil && m.Thread.Topic != "" {
+		return c.dmThreadKey(owner) + c.topicSuffix()
+	}
 	return c.dmThreadKey(owner)
+}
+
+// topicSuffix is what a message's topic adds to its thread key.
+func (c *checked) topicSuffix() string {
+	if c.msg.Thread == nil || c.msg.Thread.Topic == "" {
+		return ""
+	}
+	return "/topic:" + c.msg.Thread.Topic
 }
 
 // maxNamedPeers bounds the peers a direct conversation's key names.

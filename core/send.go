@@ -29,7 +29,7 @@ type checked struct {
 	// planned, so a delayed message follows the group as it is when due.
 	delivery model.GroupDelivery
 	// shared holds threadKey's answer when it is the same for every owner
-	// (a topic, a group, a large direct conversation), and groupTag a
+	// (a group, a large direct conversation), and groupTag a
 	// group INBOX record's tag: a fan-out asks for them once per member,
 	// and they were a string each (a tenth of a big fan-out's plan,
 	// docs/benchmarks.md, nineteenth round). people are a direct

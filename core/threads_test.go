@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -82,5 +83,46 @@ func TestLargeDirectConversationThread(t *testing.T) {
 		if got := syncAll(t, s, d, model.Inbox)[0].Record.ThreadKey; got != want {
 			t.Fatalf("%s's thread %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestTopicThreads: a topic is a thread within its conversation, so two
+// conversations that use the same topic stay apart, and a group's topic
+// is the group's.
+func TestTopicThreads(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	const grp = "did:test:group"
+	if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{alice, bob}}); err != nil {
+		t.Fatal(err)
+	}
+	topical := func(m *message.Message) *message.Message {
+		m.Thread = &message.Thread{Topic: "planning"}
+		return m
+	}
+	for _, m := range []*message.Message{
+		topical(chat(alice, []string{carol}, "alice's planning")),
+		topical(chat(bob, []string{carol}, "bob's planning")),
+		chat(bob, []string{carol}, "bob, no topic"),
+		topical(&message.Message{From: grp, Source: alice, Kind: message.KindGroupMsg, Content: message.Content{Content: "the group's planning"}}),
+	} {
+		if _, err := s.PostSend(ctx, agent(m.LogicalSender()), &wire.PostSendRequest{Msg: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, it := range syncAll(t, s, carol, model.Inbox) {
+		got = append(got, it.Record.ThreadKey)
+	}
+	want := []string{"dm:" + alice + "/topic:planning", "dm:" + bob + "/topic:planning", "dm:" + bob}
+	if !slices.Equal(got, want) {
+		t.Fatalf("carol's threads %q, want %q", got, want)
+	}
+	if th := syncAll(t, s, bob, model.Inbox)[0].Record.ThreadKey; th != "group:"+grp+"/topic:planning" {
+		t.Fatalf("bob's thread of the group's topic: %q", th)
+	}
+	if th := syncAll(t, s, alice, model.Outbox)[0].Record.ThreadKey; th != "dm:"+carol+"/topic:planning" {
+		t.Fatalf("alice's own copy: %q", th)
 	}
 }
