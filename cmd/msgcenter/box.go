@@ -144,7 +144,12 @@ has nothing within --wait.`,
 			if err != nil {
 				return err
 			}
-			return runBoxNext(g, cmd, c, a[0], box, req, "msgcenter record ack %s --lease-id %s")
+			hint := "ack with:  msgcenter record ack %[1]s --lease-id %[2]s"
+			if box.IsOutbound() {
+				// A sender reports how the delivery went.
+				hint = "report with:  msgcenter record deliver %[1]s --lease-id %[2]s --ok\n         or:  msgcenter record fail %[1]s --lease-id %[2]s --retryable"
+			}
+			return runBoxNext(g, cmd, c, a[0], box, req, hint)
 		},
 	}
 	fs := cmd.Flags()
@@ -159,7 +164,7 @@ has nothing within --wait.`,
 
 // runBoxNext claims (or peeks at) the next record of a box and prints it;
 // ackHint, a format taking the record id and the lease id, tells how to
-// ack a claimed record.
+// finish a claimed record.
 func runBoxNext(g *globals, cmd *cobra.Command, c *client.Client, owner string, box model.BoxKind, req *wire.NextRequest, ackHint string) error {
 	res, err := c.Next(cmd.Context(), owner, box, req)
 	if err != nil {
@@ -178,7 +183,7 @@ func runBoxNext(g *globals, cmd *cobra.Command, c *client.Client, owner string, 
 			return err
 		}
 		if l := res.Record.Lease; l != nil {
-			fmt.Fprintf(w, "\nack with:  "+ackHint+"\n", res.Record.RecordID, l.ID)
+			fmt.Fprintf(w, "\n"+ackHint+"\n", res.Record.RecordID, l.ID)
 		}
 		return nil
 	})

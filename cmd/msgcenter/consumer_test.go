@@ -83,7 +83,8 @@ func TestConsumerUsageErrors(t *testing.T) {
 		{"serve bad retention", []string{"serve", "--retention", "INBOX=soon"}, "--retention INBOX \"soon\""},
 		{"serve bad family", []string{"serve", "--retention", "MAILBOX=1d"}, "unknown box family \"MAILBOX\""},
 		{"serve bad events", []string{"serve", "--retention-events", "0"}, "--retention-events \"0\": must be positive"},
-		{"serve bad interval", []string{"serve", "--retention-interval", "off"}, "--retention-interval \"off\": want a pause of at least 1s"},
+		{"serve bad interval", []string{"serve", "--retention-interval", "off"}, "--retention-interval \"off\": want a pause between passes of at least 1s"},
+		{"serve zero interval", []string{"serve", "--retention-interval", "0"}, "--retention-interval \"0\": want a pause between passes of at least 1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -171,7 +171,7 @@ out and it returns to the queue.`,
 				return err
 			}
 			return runBoxNext(g, cmd, c, owner, model.ConsumerBox(a[0]), req,
-				"msgcenter consumer done "+a[0]+" %s --lease-id %s")
+				"ack with:  msgcenter consumer done "+a[0]+" %s --lease-id %s")
 		},
 	}
 	fs := cmd.Flags()

@@ -152,7 +152,7 @@ func TestSendWithDelay(t *testing.T) {
 
 func TestSendScheduling(t *testing.T) {
 	f := newFakeServer(t, map[string]reply{"POST /v1/post_send": {200, `{"ok":true,"msg_id":"m"}`}})
-	r := runCLI(t, f, nil, "send", "--from", "a", "--to", "b", "--deliver-at", "2030-01-02T03:04:05Z")
+	r := runCLI(t, f, nil, "send", "--from", "a", "--to", "b", "--text", "t", "--deliver-at", "2030-01-02T03:04:05Z")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -164,7 +164,7 @@ func TestSendScheduling(t *testing.T) {
 	}
 
 	f = newFakeServer(t, map[string]reply{"POST /v1/post_send": {200, `{"ok":true,"msg_id":"m"}`}})
-	r = runCLI(t, f, nil, "send", "--from", "a", "--to", "b", "--delay-ms", "1500")
+	r = runCLI(t, f, nil, "send", "--from", "a", "--to", "b", "--text", "t", "--delay-ms", "1500")
 	if r.code != 0 || field(t, f.only().Body, "delay_ms") != 1500.0 {
 		t.Fatalf("exit %d %s body %v", r.code, r.stderr, f.reqs)
 	}
@@ -177,10 +177,11 @@ func TestUsageErrors(t *testing.T) {
 		want string // in stderr
 	}{
 		{"send without --from", []string{"send", "--to", "b", "--text", "x"}, "--from is required"},
-		{"two delays", []string{"send", "--from", "a", "--to", "b", "--delay", "1s", "--delay-ms", "5"}, "--delay and --delay-ms"},
+		{"two delays", []string{"send", "--from", "a", "--to", "b", "--text", "t", "--delay", "1s", "--delay-ms", "5"}, "--delay and --delay-ms"},
 		{"bad duration", []string{"send", "--from", "a", "--delay", "10"}, "--delay"},
-		{"bad deliver-at", []string{"send", "--from", "a", "--deliver-at", "tomorrow"}, "RFC 3339"},
-		{"bad kind", []string{"send", "--from", "a", "--kind", "shout"}, "--kind \"shout\""},
+		{"bad deliver-at", []string{"send", "--from", "a", "--text", "t", "--deliver-at", "tomorrow"}, "RFC 3339"},
+		{"bad kind", []string{"send", "--from", "a", "--text", "t", "--kind", "shout"}, "--kind \"shout\""},
+		{"no text", []string{"send", "--from", "a", "--to", "b"}, "--text is required"},
 		{"msg-file with flags", []string{"send", "--msg-file", "x.json", "--from", "a"}, "drop --from"},
 		{"token without --did", []string{"token", "create"}, "--did is required"},
 		{"token bad role", []string{"token", "create", "--did", "d", "--role", "root"}, "--role \"root\""},
@@ -264,6 +265,22 @@ func TestBoxNext(t *testing.T) {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("output lacks %q:\n%s", want, r.stdout)
 			}
+		}
+	})
+	t.Run("claimed from a tunnel outbox", func(t *testing.T) {
+		f := newFakeServer(t, map[string]reply{"POST /v1/boxes/did:t:tg/TUNNEL_OUTBOX/next": {200, recordJSON}})
+		r := runCLI(t, f, nil, "box", "next", "did:t:tg", "tunnel_outbox")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		// A sender reports the delivery: there is no ack to give.
+		for _, want := range []string{"record deliver cyrec:1 --lease-id L-1 --ok", "record fail cyrec:1 --lease-id L-1 --retryable"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("output lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		if strings.Contains(r.stdout, "record ack") {
+			t.Errorf("a tunnel outbox's claim hints at an ack:\n%s", r.stdout)
 		}
 	})
 }
@@ -497,5 +514,19 @@ func TestBoxListQueryAndPaging(t *testing.T) {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("output lacks %q:\n%s", s, r.stdout)
 		}
+	}
+}
+
+// A server the CLI cannot reach and an address serve cannot listen on get
+// different hints: only the first is about --server.
+func TestNetworkErrorHints(t *testing.T) {
+	t.Parallel()
+	unreach := runCLI(t, nil, nil, "--server", "http://127.0.0.1:1", "--token", "x", "events")
+	if unreach.code != 1 || !strings.Contains(unreach.stderr, "is `msgcenter serve` running at http://127.0.0.1:1") {
+		t.Errorf("unreachable server: exit %d, stderr %q", unreach.code, unreach.stderr)
+	}
+	listen := runCLI(t, nil, nil, "serve", "--listen", "nope", "--data", t.TempDir())
+	if listen.code != 1 || !strings.Contains(listen.stderr, "hint: --listen wants HOST:PORT") || strings.Contains(listen.stderr, "--server") {
+		t.Errorf("bad listen address: exit %d, stderr %q", listen.code, listen.stderr)
 	}
 }

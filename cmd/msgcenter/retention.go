@@ -181,12 +181,11 @@ func (f *retentionFlags) config(cmd *cobra.Command, g *globals) (core.RetentionC
 	if cfg.Events, err = parseKeep(name, ev); err != nil {
 		return cfg, err
 	}
+	// A pause, not a period to keep: "off" and anything under a second are
+	// refused with the one message that says what to do instead.
 	iv, name := value("retention-interval", envRetentionInterval, f.interval)
-	if cfg.Interval, err = parseKeep(name, iv); err != nil {
-		return cfg, err
-	}
-	if cfg.Interval < time.Second {
-		return cfg, usagef("%s %q: want a pause of at least 1s", name, iv)
+	if cfg.Interval, err = parseKeep(name, iv); err != nil || cfg.Interval < time.Second {
+		return cfg, usagef("%s %q: want a pause between passes of at least 1s, e.g. 1m (--no-retention runs no passes)", name, iv)
 	}
 	cfg.Disabled = f.disabled
 	if !cmd.Flags().Changed("no-retention") {

@@ -197,7 +197,13 @@ func reportError(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
 		return 1
 	case errors.As(err, &ne):
 		fmt.Fprintf(w, "error: %s\n", err)
-		fmt.Fprintf(w, "hint: is `msgcenter serve` running at %s? (set --server or %s)\n", g.Server, envServer)
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "listen" {
+			// serve's own address, not a server the CLI talks to.
+			fmt.Fprintln(w, "hint: --listen wants HOST:PORT that is free here, e.g. 127.0.0.1:7420")
+		} else {
+			fmt.Fprintf(w, "hint: is `msgcenter serve` running at %s? (set --server or %s)\n", g.Server, envServer)
+		}
 		return 1
 	default:
 		fmt.Fprintf(w, "error: %s\n", err)

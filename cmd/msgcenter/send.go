@@ -72,6 +72,9 @@ func (f *msgFlags) message(cmd *cobra.Command) (*message.Message, error) {
 	if f.from == "" {
 		return nil, usagef("--from is required: the sender's DID (or pass the whole message with --msg-file)")
 	}
+	if f.text == "" && f.title == "" {
+		return nil, usagef("--text is required: the message's body (or --title, or the whole message with --msg-file)")
+	}
 	if f.kind != "" && !validKind(f.kind) {
 		return nil, usagef("--kind %q: want one of %s", f.kind, strings.Join(message.Kinds, ", "))
 	}
@@ -170,11 +173,14 @@ func newSendCmd(g *globals) *cobra.Command {
 	var tunnel, mode string
 	var allRoutes bool
 	cmd := &cobra.Command{
-		Use:   "send --from DID --to DID [flags]",
+		Use:   "send --from DID (--to DID | --source DID) --text TEXT [flags]",
 		Short: "Send a message outbound (post_send), now or later",
 		Long: `Send a message (post_send): it lands in the sender's OUTBOX and, for each
-recipient reachable through a tunnel route, in that tunnel's TUNNEL_OUTBOX.`,
+recipient reachable through a tunnel route, in that tunnel's TUNNEL_OUTBOX.
+To post in a group, --from is the group and --source its member, with no
+--to: the group's subscribers get it.`,
 		Example: `  msgcenter send --from did:x:alice --to did:x:bob --text "hello"
+  msgcenter send --from did:x:team --source did:x:alice --text "standup at 10"
   msgcenter send --from did:x:alice --to did:x:bob --text "standup" --delay 2h
   msgcenter send --msg-file msg.json --idempotency-key order-42`,
 		Args: cobra.NoArgs,
