@@ -195,6 +195,7 @@ func TestHTTPScheduled(t *testing.T) {
 			g("agent lists another's", "?sender="+url.QueryEscape(didBob), e.alice, 403, wire.CodeForbidden, ""),
 			g("tunnel lists an agent's", "?sender="+url.QueryEscape(didAlice), e.tunnel, 403, wire.CodeForbidden, ""),
 			g("sender not a DID", "?sender=did%20x", e.admin, 400, inv, "sender"),
+			g("a misspelt parameter", "?recipeint=did:bob", e.admin, 400, inv, "recipeint"),
 			f("flush malformed JSON", `{"recipient"`, e.admin, 400, inv, ""),
 			g("recipient not a DID", "?recipient=did%20x", e.admin, 400, inv, "recipient"),
 			f("flush recipient not a DID", `{"recipient":"did x"}`, e.admin, 400, inv, "recipient"),

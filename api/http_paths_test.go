@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/msgcenter/msgcenter/client"
@@ -179,5 +180,44 @@ func TestHTTPUnknownRoute(t *testing.T) {
 		}
 		r := e.do(t, c.method, c.path, e.admin, nil)
 		wantErr(t, r, 405, wire.CodeMethodNotAllowed, "")
+	}
+}
+
+// A query parameter a route does not take is a 400 naming it, and changes
+// nothing: a misspelt filter must not answer with everything.
+func TestHTTPUnknownQueryParameter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct{ method, path, token, field, says string }{
+		{"GET", "/v1/owners/" + didBob + "/conversations?limt=5", e.bob, "limt", "takes limit"},
+		{"GET", "/v1/boxes/" + didBob + "/INBOX/sync?after=3", e.bob, "after", "takes after_seq, limit, thread_key, with_object"},
+		{"POST", "/v1/post_send?dry_run=1", e.alice, "dry_run", "takes none"},
+		{"GET", "/v1/events?limit=5&ownr=x", e.admin, "ownr", "takes after, owner, limit"},
+	} {
+		var body any
+		if c.method == "POST" {
+			body = wire.PostSendRequest{Msg: chat(didAlice, []string{didBob}, "not sent")}
+		}
+		err := wantErr(t, e.do(t, c.method, c.path, c.token, body), 400, wire.CodeInvalid, c.field)
+		if !strings.Contains(err.Message, c.says) {
+			t.Errorf("%s %s: %q does not say what it %s", c.method, c.path, err.Message, c.says)
+		}
+	}
+	if n := len(e.syncAll(t, e.bob, didBob, model.Inbox)); n != 0 {
+		t.Fatalf("a refused post_send delivered: bob has %d records", n)
+	}
+	// access_token is a stream's, taken before the check.
+	req, err := http.NewRequestWithContext(t.Context(), "GET", e.url+"/v1/events/stream?after=0&access_token="+e.admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("a stream with access_token: %d", resp.StatusCode)
 	}
 }

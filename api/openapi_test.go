@@ -506,3 +506,33 @@ func oaResolvePointer(root map[string]any, ref string) error {
 	}
 	return nil
 }
+
+// Each route takes exactly the query parameters its operation documents
+// (access_token aside, which authentication takes out first): the server
+// refuses the others, so the two lists must agree.
+func TestOpenAPIQueryParamsMatchRoutes(t *testing.T) {
+	doc, _ := loadOpenAPI(t)
+	ops := oaOperations(t, doc)
+	for _, rt := range Routes() {
+		key := oaRouteKey(rt)
+		op, ok := ops[key]
+		if !ok {
+			continue // TestOpenAPIRoutesMatchServer reports it
+		}
+		var documented []string
+		for _, p := range op.Parameters {
+			if p.Ref != "" {
+				p = doc.Components.Parameters[strings.TrimPrefix(p.Ref, "#/components/parameters/")]
+			}
+			if p.In == "query" && p.Name != "access_token" {
+				documented = append(documented, p.Name)
+			}
+		}
+		served := slices.Clone(rt.Query)
+		slices.Sort(documented)
+		slices.Sort(served)
+		if !slices.Equal(documented, served) {
+			t.Errorf("%s: the route takes query parameters %v, %s documents %v", key, served, openAPIFile, documented)
+		}
+	}
+}

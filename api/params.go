@@ -2,7 +2,9 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
@@ -71,4 +73,28 @@ func queryLimit(r *http.Request) (int, error) {
 		return 0, model.Invalid("limit", "must be between 1 and 1000")
 	}
 	return int(n), nil
+}
+
+// checkQuery refuses a query parameter the route does not take (access_token
+// is gone by now on the routes that take it).
+func checkQuery(r *http.Request, allowed []string) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q := r.URL.Query()
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same answer each time
+	for _, name := range names {
+		if slices.Contains(allowed, name) {
+			continue
+		}
+		if len(allowed) == 0 {
+			return model.Invalid(name, "unknown query parameter: this endpoint takes none")
+		}
+		return model.Invalid(name, "unknown query parameter: this endpoint takes "+strings.Join(allowed, ", "))
+	}
+	return nil
 }

@@ -53,9 +53,15 @@ type API struct {
 	contention sync.Once
 }
 
-// Route is one method and path pattern the API serves.
+// Route is one method and path pattern the API serves, with the query
+// parameters it takes: any other is refused, so a misspelt filter is a
+// 400, not a page of everything. (Stream routes also take access_token.)
 type Route struct {
 	Method, Pattern string
+	Query           []string
+	// AnyQuery passes the query through unchecked (the profiles, whose
+	// parameters net/http/pprof reads).
+	AnyQuery bool
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, who model.Identity) error
@@ -137,52 +143,53 @@ func Routes() []Route {
 }
 
 func (a *API) routes() []route {
-	r := func(method, pattern string, h handlerFunc) route {
-		return route{Route: Route{method, pattern}, h: h}
+	r := func(method, pattern string, h handlerFunc, query ...string) route {
+		return route{Route: Route{Method: method, Pattern: pattern, Query: query}, h: h}
 	}
-	stream := func(pattern string, h handlerFunc) route {
-		return route{Route: Route{"GET", pattern}, stream: true, h: h}
+	stream := func(pattern string, h handlerFunc, query ...string) route {
+		return route{Route: Route{Method: "GET", Pattern: pattern, Query: query}, stream: true, h: h}
 	}
 	return []route{
-		{Route: Route{"GET", "/healthz"}, public: true, h: a.healthz},
-		{Route: Route{"GET", "/metrics"}, public: true, h: a.serveMetrics},
+		{Route: Route{Method: "GET", Pattern: "/healthz"}, public: true, h: a.healthz},
+		{Route: Route{Method: "GET", Pattern: "/metrics"}, public: true, h: a.serveMetrics},
 		r("POST", "/v1/dispatch", a.dispatch),
 		r("POST", "/v1/post_send", a.postSend),
 		r("GET", "/v1/messages/{msg_id}", a.getMessage),
 		r("POST", "/v1/boxes/{owner}/{box}/next", a.next),
-		r("GET", "/v1/boxes/{owner}/{box}/records", a.listRecords),
-		r("GET", "/v1/boxes/{owner}/{box}/sync", a.sync),
-		stream("/v1/boxes/{owner}/{box}/stream", a.boxStream),
+		r("GET", "/v1/boxes/{owner}/{box}/records", a.listRecords,
+			"state", "tag", "order", "cursor_sort_key", "cursor_record_id", "limit", "with_object"),
+		r("GET", "/v1/boxes/{owner}/{box}/sync", a.sync, "after_seq", "limit", "thread_key", "with_object"),
+		stream("/v1/boxes/{owner}/{box}/stream", a.boxStream, "after_seq"),
 		r("POST", "/v1/boxes/{owner}/{box}/redrive", a.redriveBox),
-		r("GET", "/v1/records/{record_id}", a.getRecord),
+		r("GET", "/v1/records/{record_id}", a.getRecord, "with_object"),
 		r("POST", "/v1/records/{record_id}/state", a.setState),
 		r("POST", "/v1/records/{record_id}/delivery", a.reportDelivery),
 		r("POST", "/v1/records/{record_id}/lease", a.extendLease),
 		r("POST", "/v1/records/{record_id}/redrive", a.redrive),
 		r("POST", "/v1/read_receipts", a.setReceipt),
-		r("GET", "/v1/read_receipts", a.listReceipts),
+		r("GET", "/v1/read_receipts", a.listReceipts, "msg_id", "group_id", "reader", "limit"),
 		r("PUT", "/v1/groups/{group}/subscribers", a.setSubscribers),
 		r("GET", "/v1/groups/{group}/subscribers", a.getSubscribers),
 		r("PUT", "/v1/contacts/{owner}/blocks/{did}", a.block),
 		r("DELETE", "/v1/contacts/{owner}/blocks/{did}", a.unblock),
 		r("PUT", "/v1/routes/{did}", a.setRoutes),
 		r("GET", "/v1/routes/{did}", a.getRoutes),
-		r("GET", "/v1/owners/{owner}/conversations", a.conversations),
+		r("GET", "/v1/owners/{owner}/conversations", a.conversations, "limit"),
 		r("GET", "/v1/owners/{owner}/presence", a.presence),
-		r("GET", "/v1/events", a.events),
-		stream("/v1/events/stream", a.eventStream),
+		r("GET", "/v1/events", a.events, "after", "owner", "limit"),
+		stream("/v1/events/stream", a.eventStream, "after", "owner"),
 		r("POST", "/v1/consumers", a.createConsumer),
-		r("GET", "/v1/consumers", a.listConsumers),
+		r("GET", "/v1/consumers", a.listConsumers, "owner"),
 		r("GET", "/v1/consumers/{owner}/{name}", a.getConsumer),
 		r("DELETE", "/v1/consumers/{owner}/{name}", a.deleteConsumer),
 		r("POST", "/v1/consumers/{owner}/{name}/ack", a.ackConsumer),
-		r("GET", "/v1/scheduled", a.scheduled),
+		r("GET", "/v1/scheduled", a.scheduled, "sender", "recipient", "limit"),
 		r("POST", "/v1/scheduled/flush", a.flushScheduled),
 		r("DELETE", "/v1/scheduled/{id}", a.cancelScheduled),
 		r("POST", "/v1/tokens", a.createToken),
 		r("GET", "/v1/admin/retention", a.retentionPolicy),
 		r("POST", "/v1/admin/retention/run", a.runRetention),
-		r("GET", "/debug/pprof/{profile}", a.debugPprof),
+		{Route: Route{Method: "GET", Pattern: "/debug/pprof/{profile}", Query: []string{"seconds"}, AnyQuery: true}, h: a.debugPprof},
 	}
 }
 
@@ -204,6 +211,9 @@ func (a *API) wrap(rt route) http.Handler {
 				}
 			}
 			who, err = a.svc.Authenticate(r.Context(), token)
+		}
+		if err == nil && !rt.AnyQuery {
+			err = checkQuery(r, rt.Query)
 		}
 		if err == nil {
 			err = rt.h(sw, r, who)
