@@ -223,9 +223,10 @@ const ackedQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM cons
 
 // groupLogQuery is the DELETE of at most limit records of groups' logs
 // (GROUP_INBOX) last changed before a cutoff, whatever their state unless
-// held, walking the records_group_log index.
+// held, walking the records_group_log index, whose GLOB condition it
+// repeats (migration 0007 says why it is not an equality).
 var groupLogQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM records r
-		WHERE r.box = '` + string(model.GroupInbox) + `' AND r.updated_at_ms < ?
+		WHERE r.box GLOB '` + string(model.GroupInbox) + `' AND r.updated_at_ms < ?
 			AND r.state <> '` + string(model.HeldState(model.GroupInbox)) + `'
 			AND NOT ` + unexamined + `
 		ORDER BY r.updated_at_ms LIMIT ?)

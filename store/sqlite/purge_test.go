@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -255,5 +256,34 @@ func TestSeqTriggerInPlace(t *testing.T) {
 		if strings.Contains(strings.Join(strings.Fields(strings.ToUpper(string(src))), " "), "REPLACE INTO RECORDS") {
 			t.Errorf("%s writes records with REPLACE", f)
 		}
+	}
+}
+
+// No partial index of records may be conditioned on an equality with a
+// constant: SQLite then re-plans, every time it runs, each statement that
+// compares that column with a bound parameter (a claim's box = ?), since
+// the value might make the index usable. A GLOB or an IN list does not
+// (migration 0007).
+func TestPartialIndexesNeedNoReplan(t *testing.T) {
+	s, _ := openTest(t)
+	rows, err := s.r.Query(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' AND sql LIKE '% WHERE %'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	eq := regexp.MustCompile(`(?i)\bWHERE\b.*\b\w+\s*=\s*'`)
+	n := 0
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if eq.MatchString(def) {
+			t.Errorf("partial index %s is conditioned on an equality: %s", name, def)
+		}
+	}
+	if n < 3 { // records_lease, records_retention, records_group_log
+		t.Fatalf("found %d partial indexes of records, want at least 3", n)
 	}
 }

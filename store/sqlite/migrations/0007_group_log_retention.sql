@@ -9,4 +9,10 @@
 -- held, and never before every consumer of the box has examined them
 -- (store/sqlite/purge.go, groupLogQuery). This index is what that walks:
 -- one entry per group message, none per member.
-CREATE INDEX records_group_log ON records (updated_at_ms) WHERE box = 'GROUP_INBOX';
+--
+-- Its condition is a GLOB, not box = 'GROUP_INBOX': against an equality,
+-- SQLite would have to re-plan every statement that compares box with a
+-- bound parameter (claims, updates) each time it runs, since the value
+-- might make this index usable; that made a claim and its ack 70% slower.
+-- The purge repeats the GLOB word for word (TestPurgePlans).
+CREATE INDEX records_group_log ON records (updated_at_ms) WHERE box GLOB 'GROUP_INBOX';
