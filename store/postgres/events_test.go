@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -203,21 +202,7 @@ func TestEventsWaitRespectsContext(t *testing.T) {
 // database that already has events keeps counting from where it was, past
 // ids whose events are gone.
 func TestEventIDsSurviveMigration(t *testing.T) {
-	schema := newSchema(t)
-	if _, err := adminPool(t).Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	tx := schemaTx(t, schema)
-	mustExec(t, tx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,
-		applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`)
-	for v, name := range []string{"0001_init.sql", "0002_consumers.sql"} {
-		sql, err := os.ReadFile("migrations/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustExec(t, tx, string(sql))
-		mustExec(t, tx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", v+1, name)
-	}
+	schema, tx := schemaAtVersion(t, 2)
 	for range 5 {
 		insertEvent(t, tx, "did:test:old")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store"
+	"github.com/msgcenter/msgcenter/store/storetest"
 )
 
 // legacyRecordID is how record ids were made before they carried their
@@ -213,28 +214,18 @@ func TestMigrationNamesScheduledSenders(t *testing.T) {
 			t.Fatalf("%s: %v", m.Name, err)
 		}
 	}
-	entries := []struct {
-		op, name, body, ctx, want string
-	}{
-		{"post_send", "from", `{"from":"did:a","to":["did:b"]}`, `{}`, "did:a"},
-		{"post_send", "source", `{"from":"did:grp","source":"did:m","to":[]}`, `null`, "did:m"},
-		{"dispatch", "tunnel", `{"from":"did:ext","to":["did:b"]}`, `{"tunnel_did":"did:tun","platform":"tg"}`, "did:tun"},
-		{"dispatch", "no ingress", `{"from":"did:ext","to":["did:b"]}`, ``, ""},
-		{"dispatch", "null ingress", `{"from":"did:ext","to":["did:b"]}`, `null`, ""},
-		{"post_send", "a NUL in its text", `{"content":{"content":"a\u0000b"},"from":"did:nul","to":["did:b"]}`, `{}`, "did:nul"},
-		{"dispatch", "a NUL in its ingress", `{"from":"did:ext","to":["did:b"]}`, `{"tunnel_did":"did:tun2","address":"a\u0000b"}`, "did:tun2"},
-	}
+	entries := storetest.ScheduledSenderCases
 	for i, e := range entries {
-		m := testMsgID(e.name)
+		m := testMsgID(e.Name)
 		var ctx any
-		if e.ctx != "" {
-			ctx = []byte(e.ctx)
+		if e.Ctx != "" {
+			ctx = []byte(e.Ctx)
 		}
-		if _, err := db.Exec(`INSERT INTO messages (msg_id, body, created_at_ms) VALUES (?, ?, 1)`, m, []byte(e.body)); err != nil {
+		if _, err := db.Exec(`INSERT INTO messages (msg_id, body, created_at_ms) VALUES (?, ?, 1)`, m, []byte(e.Body)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := db.Exec(`INSERT INTO scheduled (op, msg_id, ctx, due_at_ms, created_at_ms) VALUES (?, ?, ?, ?, 1)`,
-			e.op, m, ctx, 100+i); err != nil {
+			e.Op, m, ctx, 100+i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -253,8 +244,8 @@ func TestMigrationNamesScheduledSenders(t *testing.T) {
 		t.Fatalf("ListScheduled = %d entries, %v", len(got), err)
 	}
 	for i, e := range entries {
-		if got[i].Sender != e.want {
-			t.Errorf("%s entry %q: sender %q, want %q", e.op, e.name, got[i].Sender, e.want)
+		if got[i].Sender != e.Want {
+			t.Errorf("%s entry %q: sender %q, want %q", e.Op, e.Name, got[i].Sender, e.Want)
 		}
 	}
 	mine, n, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Sender: "did:tun", Limit: 10})

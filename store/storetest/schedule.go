@@ -419,3 +419,23 @@ func testScheduleCancel(t *testing.T, s store.Store) {
 		t.Fatalf("%d cancel events after a drop, want still 1", n)
 	}
 }
+
+// ScheduledSenderCase is a scheduled entry as a server stored it before
+// entries had a sender column, and the sender a migration must give it.
+type ScheduledSenderCase struct {
+	Op, Name, Body, Ctx, Want string // Ctx "" is SQL NULL
+}
+
+// ScheduledSenderCases are the entries the drivers' sender migrations are
+// tested with (SQLite 0009, PostgreSQL 0008): a post_send's source, else
+// its from; a dispatch's ingress tunnel; nobody when neither is there; and
+// texts with an escaped NUL, which PostgreSQL's JSON types refuse.
+var ScheduledSenderCases = []ScheduledSenderCase{
+	{"post_send", "from", `{"from":"did:a","to":["did:b"]}`, `{}`, "did:a"},
+	{"post_send", "source", `{"from":"did:grp","source":"did:m","to":[]}`, `null`, "did:m"},
+	{"dispatch", "tunnel", `{"from":"did:ext","to":["did:b"]}`, `{"tunnel_did":"did:tun","platform":"tg"}`, "did:tun"},
+	{"dispatch", "no ingress", `{"from":"did:ext","to":["did:b"]}`, ``, ""},
+	{"dispatch", "null ingress", `{"from":"did:ext","to":["did:b"]}`, `null`, ""},
+	{"post_send", "a NUL in its text", `{"content":{"content":"a\u0000b"},"from":"did:nul","to":["did:b"]}`, `{}`, "did:nul"},
+	{"dispatch", "a NUL in its ingress", `{"from":"did:ext","to":["did:b"]}`, `{"tunnel_did":"did:tun2","address":"a\u0000b"}`, "did:tun2"},
+}
