@@ -206,8 +206,20 @@ func TestHTTPUnknownQueryParameter(t *testing.T) {
 	if n := len(e.syncAll(t, e.bob, didBob, model.Inbox)); n != 0 {
 		t.Fatalf("a refused post_send delivered: bob has %d records", n)
 	}
-	// access_token is a stream's, taken before the check.
-	req, err := http.NewRequestWithContext(t.Context(), "GET", e.url+"/v1/events/stream?after=0&access_token="+e.admin, nil)
+	// Probes, scrapers and EventSource polyfills add parameters of their
+	// own (a cache buster, lastEventId on reconnect): the public routes and
+	// the streams take them.
+	for _, path := range []string{"/healthz?_=1", "/metrics?x=1"} {
+		resp, err := e.client.Get(e.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "GET", e.url+"/v1/events/stream?after=0&lastEventId=3&_=123&access_token="+e.admin, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func queryLimit(r *http.Request) (int, error) {
 		return 0, err
 	}
 	if n < 0 || n > 1000 {
-		return 0, model.Invalid("limit", "must be between 1 and 1000")
+		return 0, model.Invalid("limit", "must be between 0 (the default) and 1000")
 	}
 	return int(n), nil
 }

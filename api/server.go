@@ -59,8 +59,8 @@ type API struct {
 type Route struct {
 	Method, Pattern string
 	Query           []string
-	// AnyQuery passes the query through unchecked (the profiles, whose
-	// parameters net/http/pprof reads).
+	// AnyQuery passes the query through unchecked: the profiles (whose
+	// parameters net/http/pprof reads), the streams and the public routes.
 	AnyQuery bool
 }
 
@@ -146,12 +146,17 @@ func (a *API) routes() []route {
 	r := func(method, pattern string, h handlerFunc, query ...string) route {
 		return route{Route: Route{Method: method, Pattern: pattern, Query: query}, h: h}
 	}
+	// A stream takes other parameters too: EventSource polyfills add
+	// lastEventId when they reconnect, and a 400 would end the stream for
+	// good. (Its own parameters are still checked by its handler.)
 	stream := func(pattern string, h handlerFunc, query ...string) route {
-		return route{Route: Route{Method: "GET", Pattern: pattern, Query: query}, stream: true, h: h}
+		return route{Route: Route{Method: "GET", Pattern: pattern, Query: query, AnyQuery: true}, stream: true, h: h}
 	}
 	return []route{
-		{Route: Route{Method: "GET", Pattern: "/healthz"}, public: true, h: a.healthz},
-		{Route: Route{Method: "GET", Pattern: "/metrics"}, public: true, h: a.serveMetrics},
+		// Probes and scrapers may add parameters of their own (cache
+		// busters, a scrape config's params): the public routes ignore them.
+		{Route: Route{Method: "GET", Pattern: "/healthz", AnyQuery: true}, public: true, h: a.healthz},
+		{Route: Route{Method: "GET", Pattern: "/metrics", AnyQuery: true}, public: true, h: a.serveMetrics},
 		r("POST", "/v1/dispatch", a.dispatch),
 		r("POST", "/v1/post_send", a.postSend),
 		r("GET", "/v1/messages/{msg_id}", a.getMessage),

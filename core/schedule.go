@@ -236,7 +236,7 @@ func checkLimit(limit int) (int, error) {
 	case limit == 0:
 		return wire.DefaultLimit, nil
 	case limit < 0 || limit > wire.MaxLimit:
-		return 0, model.Invalid("limit", "must be between 1 and 1000")
+		return 0, model.Invalid("limit", "must be between 0 (the default) and 1000")
 	}
 	return limit, nil
 }

@@ -84,6 +84,7 @@ func TestConsumerUsageErrors(t *testing.T) {
 		{"serve bad family", []string{"serve", "--retention", "MAILBOX=1d"}, "unknown box family \"MAILBOX\""},
 		{"serve bad events", []string{"serve", "--retention-events", "0"}, "--retention-events \"0\": must be positive"},
 		{"serve bad interval", []string{"serve", "--retention-interval", "off"}, "--retention-interval \"off\": want a pause between passes of at least 1s"},
+		{"serve interval not a duration", []string{"serve", "--retention-interval", "abc"}, "--retention-interval \"abc\": not a pause"},
 		{"serve zero interval", []string{"serve", "--retention-interval", "0"}, "--retention-interval \"0\": want a pause between passes of at least 1s"},
 	}
 	for _, tc := range cases {

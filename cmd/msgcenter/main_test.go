@@ -182,6 +182,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad deliver-at", []string{"send", "--from", "a", "--text", "t", "--deliver-at", "tomorrow"}, "RFC 3339"},
 		{"bad kind", []string{"send", "--from", "a", "--text", "t", "--kind", "shout"}, "--kind \"shout\""},
 		{"no text", []string{"send", "--from", "a", "--to", "b"}, "--text is required"},
+		{"empty text from stdin", []string{"send", "--from", "a", "--to", "b", "--text", "-"}, "--text is required"},
 		{"msg-file with flags", []string{"send", "--msg-file", "x.json", "--from", "a"}, "drop --from"},
 		{"token without --did", []string{"token", "create"}, "--did is required"},
 		{"token bad role", []string{"token", "create", "--did", "d", "--role", "root"}, "--role \"root\""},

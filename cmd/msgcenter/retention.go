@@ -184,7 +184,11 @@ func (f *retentionFlags) config(cmd *cobra.Command, g *globals) (core.RetentionC
 	// A pause, not a period to keep: "off" and anything under a second are
 	// refused with the one message that says what to do instead.
 	iv, name := value("retention-interval", envRetentionInterval, f.interval)
-	if cfg.Interval, err = parseKeep(name, iv); err != nil || cfg.Interval < time.Second {
+	cfg.Interval, err = parseKeep(name, iv)
+	switch {
+	case err != nil && !strings.EqualFold(strings.TrimSpace(iv), "0"):
+		return cfg, usagef("%s %q: not a pause (want e.g. 1m, 30s or 1h)", name, iv)
+	case err != nil || cfg.Interval < time.Second:
 		return cfg, usagef("%s %q: want a pause between passes of at least 1s, e.g. 1m (--no-retention runs no passes)", name, iv)
 	}
 	cfg.Disabled = f.disabled

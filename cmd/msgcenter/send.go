@@ -72,9 +72,6 @@ func (f *msgFlags) message(cmd *cobra.Command) (*message.Message, error) {
 	if f.from == "" {
 		return nil, usagef("--from is required: the sender's DID (or pass the whole message with --msg-file)")
 	}
-	if f.text == "" && f.title == "" {
-		return nil, usagef("--text is required: the message's body (or --title, or the whole message with --msg-file)")
-	}
 	if f.kind != "" && !validKind(f.kind) {
 		return nil, usagef("--kind %q: want one of %s", f.kind, strings.Join(message.Kinds, ", "))
 	}
@@ -85,6 +82,9 @@ func (f *msgFlags) message(cmd *cobra.Command) (*message.Message, error) {
 			return nil, err
 		}
 		text = string(data)
+	}
+	if text == "" && f.title == "" {
+		return nil, usagef("--text is required: the message's body (or --title, or the whole message with --msg-file)")
 	}
 	m := &message.Message{
 		From:      f.from,
