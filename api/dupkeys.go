@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -14,34 +15,44 @@ import (
 // first (a proxy, a log, the client's own hash) saw another message.
 // RFC 8785, by which message ids are computed, forbids duplicate names.
 // Keys are compared as decoded, so "a" and "\u0061" are the same key.
+//
+// twin is the path of the first key that differs from an earlier one of
+// its object only in letter case: encoding/json fills a struct's field from
+// either, so in an object decoded into a struct it is a duplicate too
+// (caseTwinInStruct tells), while in a map or free-form JSON it is not.
 // body must be one JSON value that decoded.
-func duplicateKey(body []byte) string {
+func duplicateKey(body []byte) (dup, twin string) {
 	type frame struct {
 		object bool
-		keys   [][]byte        // raw (escaped) names seen so far, inside their quotes
-		names  map[string]bool // the same, decoded, once there are many
-		key    string          // the current key (objects), as decoded
+		start  int             // where this object's names begin in keys
+		names  map[string]bool // its names, decoded, once there are many
+		folded map[string]bool // and lower-cased
+		key    []byte          // the current key (objects), raw
 		index  int             // the current element (arrays)
 	}
-	var stack []frame
+	// Without allocating for the usual body: the raw names of the open
+	// objects share one slice, each object's at the end of its parent's.
+	var stackBuf [8]frame
+	var keysBuf [32][]byte
+	stack, keys := stackBuf[:0], keysBuf[:0]
 	expectKey := false
-	path := func(last string) string {
+	path := func() string {
 		var b strings.Builder
-		for _, f := range stack[:len(stack)-1] {
-			writePathStep(&b, f.object, f.key, f.index)
+		for _, f := range stack {
+			writePathStep(&b, f.object, decodeKey(f.key), f.index)
 		}
-		writePathStep(&b, true, last, 0)
 		return b.String()
 	}
 	for i := 0; i < len(body); i++ {
 		switch body[i] {
 		case '{':
-			stack = append(stack, frame{object: true})
+			stack = append(stack, frame{object: true, start: len(keys)})
 			expectKey = true
 		case '[':
-			stack = append(stack, frame{})
+			stack = append(stack, frame{start: len(keys)})
 			expectKey = false
 		case '}', ']':
+			keys = keys[:stack[len(stack)-1].start]
 			stack = stack[:len(stack)-1]
 			expectKey = false
 		case ',':
@@ -57,25 +68,35 @@ func duplicateKey(body []byte) string {
 			if expectKey {
 				top := &stack[len(stack)-1]
 				raw := body[i+1 : end]
-				top.key = decodeKey(raw)
+				top.key = raw
 				if top.names != nil {
-					if top.names[top.key] {
-						return path(top.key)
+					name := decodeKey(raw)
+					if top.names[name] {
+						return path(), twin
 					}
-					top.names[top.key] = true
+					lower := strings.ToLower(name)
+					if twin == "" && top.folded[lower] {
+						twin = path()
+					}
+					top.names[name], top.folded[lower] = true, true
 				} else {
-					for _, k := range top.keys {
-						if sameKey(k, raw) {
-							return path(top.key)
+					for _, k := range keys[top.start:] {
+						switch {
+						case sameKey(k, raw):
+							return path(), twin
+						case twin == "" && foldKey(k, raw):
+							twin = path()
 						}
 					}
-					top.keys = append(top.keys, raw)
-					if len(top.keys) > smallObject { // past a few, a set: no quadratic scan of a big object
-						top.names = make(map[string]bool, 2*len(top.keys))
-						for _, k := range top.keys {
-							top.names[decodeKey(k)] = true
+					keys = append(keys, raw)
+					if len(keys)-top.start > smallObject { // past a few, a set: no quadratic scan of a big object
+						top.names = make(map[string]bool, 2*(len(keys)-top.start))
+						top.folded = make(map[string]bool, 2*(len(keys)-top.start))
+						for _, k := range keys[top.start:] {
+							name := decodeKey(k)
+							top.names[name], top.folded[strings.ToLower(name)] = true, true
 						}
-						top.keys = nil
+						keys = keys[:top.start]
 					}
 				}
 				expectKey = false
@@ -83,7 +104,7 @@ func duplicateKey(body []byte) string {
 			i = end
 		}
 	}
-	return ""
+	return "", twin
 }
 
 // smallObject is how many keys an object's duplicates are looked for
@@ -121,6 +142,81 @@ func sameKey(a, b []byte) bool {
 		return bytes.Equal(a, b)
 	}
 	return decodeKey(a) == decodeKey(b)
+}
+
+// foldKey says whether two raw key texts name keys that differ only in
+// letter case.
+func foldKey(a, b []byte) bool {
+	if bytes.IndexByte(a, '\\') < 0 && bytes.IndexByte(b, '\\') < 0 {
+		return bytes.EqualFold(a, b)
+	}
+	return strings.EqualFold(decodeKey(a), decodeKey(b))
+}
+
+// caseTwinInStruct says whether the object holding the key at path (as
+// duplicateKey writes paths) is decoded into a struct of t, where
+// encoding/json matches names without regard to case. Inside a map or
+// free-form JSON (json.RawMessage) names that differ in case are distinct.
+func caseTwinInStruct(t reflect.Type, path string) bool {
+	steps := pathSteps(path)
+	if len(steps) == 0 {
+		return false
+	}
+	for _, step := range steps[:len(steps)-1] {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch {
+		case t == rawMessageType:
+			return false
+		case step.index:
+			if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+				return false
+			}
+			t = t.Elem()
+		case t.Kind() == reflect.Map:
+			t = t.Elem()
+		case t.Kind() == reflect.Struct:
+			ft, ok := jsonField(t, step.name)
+			if !ok {
+				return false
+			}
+			t = ft
+		default:
+			return false
+		}
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.Struct && t != rawMessageType
+}
+
+var rawMessageType = reflect.TypeOf(json.RawMessage(nil))
+
+type pathStep struct {
+	name  string
+	index bool // an array element, not a key
+}
+
+// pathSteps splits a path duplicateKey wrote (a.b[1].c) into its steps.
+func pathSteps(path string) []pathStep {
+	var out []pathStep
+	for _, part := range strings.Split(path, ".") {
+		name, rest, _ := strings.Cut(part, "[")
+		if name != "" || rest == "" {
+			out = append(out, pathStep{name: name})
+		}
+		for rest != "" {
+			_, after, ok := strings.Cut(rest, "[")
+			out = append(out, pathStep{index: true})
+			if !ok {
+				break
+			}
+			rest = after
+		}
+	}
+	return out
 }
 
 // decodeKey decodes a raw key text (between its quotes).

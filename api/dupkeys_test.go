@@ -3,9 +3,13 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/msgcenter/msgcenter/wire"
 )
 
 func TestDuplicateKey(t *testing.T) {
@@ -24,7 +28,7 @@ func TestDuplicateKey(t *testing.T) {
 		{`{"a":[1,{"b":[],"c":{}}],"d":"]}"}`, ""},
 		{`  {"x" : 1 , "x" : 2}  `, "x"},
 	} {
-		if got := duplicateKey([]byte(c.body)); got != c.want {
+		if got, _ := duplicateKey([]byte(c.body)); got != c.want {
 			t.Errorf("duplicateKey(%s) = %q, want %q", c.body, got, c.want)
 		}
 	}
@@ -40,7 +44,7 @@ func FuzzDuplicateKey(f *testing.F) {
 		if !json.Valid(body) || !utf8.Valid(body) { // checkText refuses the rest first
 			return
 		}
-		if got, want := duplicateKey(body), referenceDuplicateKey(t, body); got != want {
+		if got, want := first(duplicateKey(body)), referenceDuplicateKey(t, body); got != want {
 			t.Fatalf("duplicateKey(%q) = %q, the reference says %q", body, got, want)
 		}
 	})
@@ -129,12 +133,74 @@ func TestDuplicateKeyBigObject(t *testing.T) {
 		b.WriteString(`"k` + strconv.Itoa(i) + `":0`)
 	}
 	clean := b.String() + `}}`
-	if got := duplicateKey([]byte(clean)); got != "" {
+	if got, _ := duplicateKey([]byte(clean)); got != "" {
 		t.Fatalf("5,000 distinct keys: duplicate %q", got)
 	}
 	for _, c := range []struct{ dup, want string }{{`"k3"`, "meta.k3"}, {`"k4999"`, "meta.k4999"}, {`"\u006b17"`, "meta.k17"}} {
-		if got := duplicateKey([]byte(b.String() + `,` + c.dup + `:1}}`)); got != c.want {
+		if got, _ := duplicateKey([]byte(b.String() + `,` + c.dup + `:1}}`)); got != c.want {
 			t.Errorf("key %s again: %q, want %q", c.dup, got, c.want)
+		}
+	}
+}
+
+func first(dup, _ string) string { return dup }
+
+// Keys that differ only in case are reported as twins, not duplicates, and
+// count as duplicates only in an object decoded into a struct.
+func TestCaseTwins(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ body, twin string }{
+		{`{"msg":{"from":"a","From":"b"}}`, "msg.From"},
+		{`{"msg":{"meta":{"k":1,"K":2}}}`, "msg.meta.K"},
+		{`{"routes":[{"address":"a"},{"address":"b","ADDRESS":"c"}]}`, "routes[1].ADDRESS"},
+		{`{"a":1,"b":2}`, ""},
+		{`{"\u0041":1,"a":2}`, "a"},
+	} {
+		dup, twin := duplicateKey([]byte(c.body))
+		if dup != "" || twin != c.twin {
+			t.Errorf("duplicateKey(%s) = %q, %q; want no duplicate and twin %q", c.body, dup, twin, c.twin)
+		}
+	}
+	var big strings.Builder
+	big.WriteString(`{"meta":{`)
+	for i := range 40 {
+		big.WriteString(`"k` + strconv.Itoa(i) + `":0,`)
+	}
+	big.WriteString(`"K39":1}}`)
+	if _, twin := duplicateKey([]byte(big.String())); twin != "meta.K39" {
+		t.Errorf("a twin in a big object: %q", twin)
+	}
+
+	for _, c := range []struct {
+		v    any
+		path string
+		want bool
+	}{
+		{&wire.PostSendRequest{}, "msg.From", true},
+		{&wire.PostSendRequest{}, "msg.content.Content", true},
+		{&wire.PostSendRequest{}, "msg.meta.K", false},            // free-form JSON
+		{&wire.PostSendRequest{}, "msg.content.machine.X", false}, // free-form JSON
+		{&wire.PostSendRequest{}, "Msg", true},
+		{&wire.RoutesRequest{}, "routes[1].ADDRESS", true},
+		{&wire.PostSendRequest{}, "nothing.here", false},
+	} {
+		if got := caseTwinInStruct(reflect.TypeOf(c.v), c.path); got != c.want {
+			t.Errorf("caseTwinInStruct(%T, %s) = %v, want %v", c.v, c.path, got, c.want)
+		}
+	}
+}
+
+// BenchmarkDuplicateKey is the scan every request body gets: a post_send
+// with a 1 KiB text.
+func BenchmarkDuplicateKey(b *testing.B) {
+	body := []byte(`{"msg":{"from":"did:web:example.com:agents:alice","to":["did:web:example.com:agents:bob"],` +
+		`"kind":"chat","content":{"content":"` + strings.Repeat("x", 1024) + `","format":"text/plain"},` +
+		`"thread":{"topic":"planning"},"created_at_ms":1700000000000},"idempotency_key":"k-1"}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if dup, twin := duplicateKey(body); dup != "" || twin != "" {
+			b.Fatal(dup, twin)
 		}
 	}
 }

@@ -123,8 +123,12 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, optional boo
 	if err := checkText(body); err != nil {
 		return err
 	}
-	if path := duplicateKey(body); path != "" {
-		return model.Invalid(path, "is given more than once in its object; give each key once")
+	dup, twin := duplicateKey(body)
+	if dup != "" {
+		return model.Invalid(dup, "is given more than once in its object; give each key once")
+	}
+	if twin != "" && caseTwinInStruct(reflect.TypeOf(v), twin) {
+		return model.Invalid(twin, "is given twice, in names that differ only in letter case (which JSON fields are matched without); give it once")
 	}
 	return nil
 }

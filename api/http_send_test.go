@@ -3,6 +3,7 @@ package api_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -219,6 +220,15 @@ func TestHTTPPostSend(t *testing.T) {
 		}
 	})
 
+	t.Run("meta keys that differ in case are two keys", func(t *testing.T) {
+		body := `{"msg":{"from":"` + didAlice + `","to":["` + didBob + `"],"content":{"content":"m"},"meta":{"k":1,"K":2}}}`
+		res := ok[wire.PostSendResult](t, e.do(t, "POST", "/v1/post_send", e.alice, body))
+		var got struct{ Meta map[string]int }
+		if err := json.Unmarshal(e.do(t, "GET", "/v1/messages/"+res.MsgID, e.alice, nil).body, &got); err != nil || got.Meta["k"] != 1 || got.Meta["K"] != 2 {
+			t.Fatalf("stored meta %v, %v; want both keys", got.Meta, err)
+		}
+	})
+
 	t.Run("bad input", func(t *testing.T) {
 		cases := sendBadCases("/v1/post_send", e.alice, didAlice)
 		for i := range cases {
@@ -256,6 +266,10 @@ func TestHTTPPostSend(t *testing.T) {
 			badCase{name: "msg.to given twice", method: "POST", path: "/v1/post_send", token: e.alice,
 				body:   `{"msg":{"from":"` + didAlice + `","to":["did:bob"],"to":["did:carol"]}}`,
 				status: 400, code: wire.CodeInvalid, field: "msg.to"},
+			// encoding/json fills a field from either spelling: the last wins.
+			badCase{name: "msg.from and msg.From", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   `{"msg":{"from":"` + didAlice + `","to":["did:bob"],"From":"did:carol"}}`,
+				status: 400, code: wire.CodeInvalid, field: "msg.From"},
 			badCase{name: "a meta key given twice", method: "POST", path: "/v1/post_send", token: e.alice,
 				body:   `{"msg":{"from":"` + didAlice + `","to":["did:bob"],"meta":{"k":1,"\u006b":2}}}`,
 				status: 400, code: wire.CodeInvalid, field: "msg.meta.k"},
