@@ -135,12 +135,26 @@ type wsConsumerReader struct {
 	stop   chan struct{}
 	target atomic.Int64 // the box's final last seq, once known
 
-	mu       sync.Mutex
-	acked    int64 // the cursor as the server confirmed it
-	pending  int64 // an ack sent whose answer was lost (0: none)
-	seen     map[int64]string
-	sessions int
-	resumed  int // sessions whose first frame came right after a confirmed cursor above 0
+	mu    sync.Mutex
+	acked int64 // the cursor as the server confirmed it
+	// unanswered are the acks sent whose answers were lost: each may
+	// have landed, even after a later connection started (the node that
+	// read it may commit it after the connection is cut), or not.
+	unanswered map[int64]bool
+	seen       map[int64]string
+	sessions   int
+	resumed    int // sessions whose first frame came right after a confirmed cursor above 0
+}
+
+// confirm records the cursor the server confirmed; acks at or below it
+// need no answer any more. r.mu is held.
+func (r *wsConsumerReader) confirm(seq int64) {
+	r.acked = max(r.acked, seq)
+	for a := range r.unanswered {
+		if a <= r.acked {
+			delete(r.unanswered, a)
+		}
+	}
 }
 
 func (r *wsConsumerReader) confirmed() int64 {
@@ -230,13 +244,12 @@ func (r *wsConsumerReader) session(c *websocket.Conn, rng *rand.Rand) error {
 				if r.acked > 0 {
 					r.resumed++
 				}
-			case r.pending > 0 && f.Seq == r.pending+1:
-				r.acked = r.pending // the lost answer's ack did land
+			case r.unanswered[f.Seq-1]:
+				r.confirm(f.Seq - 1) // a lost answer's ack did land
 			default:
-				return fmt.Errorf("%s reader: a connection without a cursor started at seq %d, but the cursor is %d (pending ack %d)",
-					r.name, f.Seq, r.acked, r.pending)
+				return fmt.Errorf("%s reader: a connection without a cursor started at seq %d, but the cursor is %d (unanswered acks %v)",
+					r.name, f.Seq, r.acked, r.unanswered)
 			}
-			r.pending = 0
 		} else if f.Seq != last+1 {
 			return fmt.Errorf("%s reader: seq %d after %d: a gap or a duplicate", r.name, f.Seq, last)
 		}
@@ -286,7 +299,10 @@ func (r *wsConsumerReader) session(c *websocket.Conn, rng *rand.Rand) error {
 	}
 	r.mu.Lock()
 	if ack > r.acked {
-		r.pending = ack
+		if r.unanswered == nil {
+			r.unanswered = map[int64]bool{}
+		}
+		r.unanswered[ack] = true // until its answer comes
 	}
 	r.mu.Unlock()
 	b, _ := json.Marshal(wire.StreamClientFrame{Type: wire.StreamAck, Seq: &ack})
@@ -318,12 +334,13 @@ func (r *wsConsumerReader) session(c *websocket.Conn, rng *rand.Rand) error {
 			defer r.mu.Unlock()
 			switch {
 			case cf.Seq == ack:
-			case r.pending > ack && cf.Seq == r.pending:
-				// A re-ack revealed that an earlier ack landed.
+			case cf.Seq > ack && r.unanswered[cf.Seq]:
+				// An ack whose answer was lost landed, maybe after this
+				// connection started: the cursor never moves back.
 			default:
-				return fmt.Errorf("%s reader: ack %d answered cursor %d (confirmed %d, pending %d)", r.name, ack, cf.Seq, r.acked, r.pending)
+				return fmt.Errorf("%s reader: ack %d answered cursor %d (confirmed %d, unanswered acks %v)", r.name, ack, cf.Seq, r.acked, r.unanswered)
 			}
-			r.acked, r.pending = cf.Seq, 0
+			r.confirm(cf.Seq)
 			return nil
 		case <-timeout.C:
 			return fmt.Errorf("%s reader: no answer to ack %d within 10s", r.name, ack)
