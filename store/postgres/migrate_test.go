@@ -1,15 +1,12 @@
 package postgres_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/msgcenter/msgcenter/store"
 	"github.com/msgcenter/msgcenter/store/storetest"
 )
 
@@ -18,12 +15,8 @@ import (
 // when neither is there.
 func TestMigrationNamesScheduledSenders(t *testing.T) {
 	schema, tx := schemaAtVersion(t, 7)
-	entries := storetest.ScheduledSenderCases
-	id := func(name string) string {
-		sum := sha256.Sum256([]byte(name))
-		return "cymsg:" + hex.EncodeToString(sum[:])
-	}
-	for i, e := range entries {
+	id := storetest.ScheduledSenderMsgID
+	for i, e := range storetest.ScheduledSenderCases {
 		var ctx []byte
 		if e.Ctx != "" {
 			ctx = []byte(e.Ctx)
@@ -37,19 +30,7 @@ func TestMigrationNamesScheduledSenders(t *testing.T) {
 	}
 
 	s := openStore(t, schema) // applies 0008 and later
-	got, _, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Limit: 10})
-	if err != nil || len(got) != len(entries) {
-		t.Fatalf("ListScheduled = %d entries, %v", len(got), err)
-	}
-	for i, e := range entries {
-		if got[i].Sender != e.Want {
-			t.Errorf("%s entry %q: sender %q, want %q", e.Op, e.Name, got[i].Sender, e.Want)
-		}
-	}
-	mine, n, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Sender: "did:tun", Limit: 10})
-	if err != nil || n != 1 || len(mine) != 1 || mine[0].MsgID != id("tunnel") {
-		t.Fatalf("the tunnel's entries: %d of %d, %v", len(mine), n, err)
-	}
+	storetest.RequireScheduledSenders(t, s)
 }
 
 // schemaAtVersion creates a schema with the first n migrations applied, as

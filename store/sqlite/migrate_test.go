@@ -214,9 +214,8 @@ func TestMigrationNamesScheduledSenders(t *testing.T) {
 			t.Fatalf("%s: %v", m.Name, err)
 		}
 	}
-	entries := storetest.ScheduledSenderCases
-	for i, e := range entries {
-		m := testMsgID(e.Name)
+	for i, e := range storetest.ScheduledSenderCases {
+		m := storetest.ScheduledSenderMsgID(e.Name)
 		var ctx any
 		if e.Ctx != "" {
 			ctx = []byte(e.Ctx)
@@ -239,17 +238,5 @@ func TestMigrationNamesScheduledSenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	got, _, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Limit: 10})
-	if err != nil || len(got) != len(entries) {
-		t.Fatalf("ListScheduled = %d entries, %v", len(got), err)
-	}
-	for i, e := range entries {
-		if got[i].Sender != e.Want {
-			t.Errorf("%s entry %q: sender %q, want %q", e.Op, e.Name, got[i].Sender, e.Want)
-		}
-	}
-	mine, n, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Sender: "did:tun", Limit: 10})
-	if err != nil || n != 1 || len(mine) != 1 || mine[0].MsgID != testMsgID("tunnel") {
-		t.Fatalf("the tunnel's entries: %d of %d, %v", len(mine), n, err)
-	}
+	storetest.RequireScheduledSenders(t, s)
 }

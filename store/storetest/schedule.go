@@ -439,3 +439,27 @@ var ScheduledSenderCases = []ScheduledSenderCase{
 	{"post_send", "a NUL in its text", `{"content":{"content":"a\u0000b"},"from":"did:nul","to":["did:b"]}`, `{}`, "did:nul"},
 	{"dispatch", "a NUL in its ingress", `{"from":"did:ext","to":["did:b"]}`, `{"tunnel_did":"did:tun2","address":"a\u0000b"}`, "did:tun2"},
 }
+
+// ScheduledSenderMsgID is the id a driver's test stores case name's
+// message under.
+func ScheduledSenderMsgID(name string) string { return msgID(name) }
+
+// RequireScheduledSenders checks a store migrated from the
+// ScheduledSenderCases, stored in that order under ScheduledSenderMsgID:
+// each entry has its sender, and a sender's listing finds its own.
+func RequireScheduledSenders(t *testing.T, s store.Store) {
+	t.Helper()
+	got, _, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Limit: 100})
+	if err != nil || len(got) != len(ScheduledSenderCases) {
+		t.Fatalf("ListScheduled = %d entries, %v; want %d", len(got), err, len(ScheduledSenderCases))
+	}
+	for i, e := range ScheduledSenderCases {
+		if got[i].Sender != e.Want {
+			t.Errorf("%s entry %q: sender %q, want %q", e.Op, e.Name, got[i].Sender, e.Want)
+		}
+	}
+	mine, n, err := s.ListScheduled(t.Context(), store.ScheduleQuery{Sender: "did:tun", Limit: 10})
+	if err != nil || n != 1 || len(mine) != 1 || mine[0].MsgID != msgID("tunnel") {
+		t.Fatalf("the tunnel's entries: %d of %d, %v", len(mine), n, err)
+	}
+}
