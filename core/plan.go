@@ -47,7 +47,8 @@ func (c *checked) newRecord(owner string, box model.BoxKind, variant string, rou
 // threadKey groups an owner's records into conversations: the group's,
 // or the people of a direct conversation (dmThreadKey), and within either
 // a topic the message names ("group:G/topic:T", "dm:did:bob/topic:T"), so
-// that two conversations that happen to use the same topic stay apart. A
+// that two conversations that happen to use the same topic stay apart (a
+// reply without a topic continues its parent's: topic.go). A
 // group's key is the same for every owner, and worked out once: a fan-out
 // asks once per member.
 func (c *checked) threadKey(owner string) string {
@@ -58,18 +59,22 @@ func (c *checked) threadKey(owner string) string {
 		}
 		return c.shared
 	}
-	if m.Thread != nil && m.Thread.Topic != "" {
+	if c.topic != "" {
 		return c.dmThreadKey(owner) + c.topicSuffix()
 	}
 	return c.dmThreadKey(owner)
 }
 
-// topicSuffix is what a message's topic adds to its thread key.
+// topicMark separates a thread key's topic from the conversation's key.
+const topicMark = "/topic:"
+
+// topicSuffix is what the message's topic (its own, or the one a reply
+// continues: topic.go) adds to its thread key.
 func (c *checked) topicSuffix() string {
-	if c.msg.Thread == nil || c.msg.Thread.Topic == "" {
+	if c.topic == "" {
 		return ""
 	}
-	return "/topic:" + c.msg.Thread.Topic
+	return topicMark + c.topic
 }
 
 // maxNamedPeers bounds the peers a direct conversation's key names.

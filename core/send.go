@@ -37,6 +37,9 @@ type checked struct {
 	shared   string
 	groupTag string
 	people   []string
+	// topic is the message's topic, or the one a reply continues
+	// (replyTopic).
+	topic string
 }
 
 func (s *Service) check(ctx context.Context, m *message.Message) (*checked, error) {
@@ -62,6 +65,11 @@ func (s *Service) check(ctx context.Context, m *message.Message) (*checked, erro
 	c := &checked{msg: m, id: message.IDOf(body), body: body, isGroup: fromGroup && m.Source != ""}
 	if c.isGroup {
 		c.delivery = delivery
+	}
+	if m.Thread != nil && m.Thread.Topic != "" {
+		c.topic = m.Thread.Topic
+	} else if c.topic, err = s.replyTopic(ctx, m); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

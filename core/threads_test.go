@@ -126,3 +126,70 @@ func TestTopicThreads(t *testing.T) {
 		t.Fatalf("alice's own copy: %q", th)
 	}
 }
+
+// TestRepliesContinueTheirTopic: a reply that names no topic lands in its
+// parent's, however deep the thread (the topic of a reply's reply is in
+// its records, not its body), in a direct conversation and in a group; a
+// reply whose author cannot read the parent, or whose parent is unknown,
+// starts no topic; a reply's own topic wins.
+func TestRepliesContinueTheirTopic(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	const grp = "did:test:group"
+	if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{alice, bob}}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(m *message.Message, topic, replyTo string) string {
+		t.Helper()
+		if topic != "" || replyTo != "" {
+			m.Thread = &message.Thread{Topic: topic, ReplyTo: replyTo}
+		}
+		res, err := s.PostSend(ctx, agent(m.LogicalSender()), &wire.PostSendRequest{Msg: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.MsgID
+	}
+	last := func(owner string, box model.BoxKind) string {
+		t.Helper()
+		items := syncAll(t, s, owner, box)
+		return items[len(items)-1].Record.ThreadKey
+	}
+	want := func(owner string, box model.BoxKind, key string) {
+		t.Helper()
+		if got := last(owner, box); got != key {
+			t.Fatalf("%s's last %s record is in %q, want %q", owner, box, got, key)
+		}
+	}
+
+	first := send(chat(alice, []string{bob}, "launch plan"), "launch", "")
+	reply := send(chat(bob, []string{alice}, "looks good"), "", first)
+	want(bob, model.Outbox, "dm:"+alice+"/topic:launch")
+	want(alice, model.Inbox, "dm:"+bob+"/topic:launch")
+	deeper := send(chat(alice, []string{bob}, "shipping it"), "", reply)
+	want(alice, model.Outbox, "dm:"+bob+"/topic:launch")
+	send(chat(bob, []string{alice}, "done"), "", deeper)
+	want(alice, model.Inbox, "dm:"+bob+"/topic:launch")
+
+	send(chat(bob, []string{alice}, "new subject"), "retro", deeper)
+	want(alice, model.Inbox, "dm:"+bob+"/topic:retro")
+
+	// carol never saw the launch thread: her reply to it names no topic of
+	// it, in her copy or in alice's.
+	send(chat(carol, []string{alice}, "what launch?"), "", first)
+	want(carol, model.Outbox, "dm:"+alice)
+	want(alice, model.Inbox, "dm:"+carol)
+	send(chat(carol, []string{alice}, "about nothing"), "", "cymsg:0000000000000000000000000000000000000000000000000000000000000000")
+	want(alice, model.Inbox, "dm:"+carol)
+
+	gmsg := func(author, text string) *message.Message {
+		return &message.Message{From: grp, Source: author, Kind: message.KindGroupMsg, Content: message.Content{Content: text}}
+	}
+	topic := send(gmsg(alice, "agenda"), "agenda", "")
+	answer := send(gmsg(bob, "item one"), "", topic)
+	want(alice, model.Inbox, "group:"+grp+"/topic:agenda")
+	send(gmsg(alice, "noted"), "", answer)
+	want(bob, model.Inbox, "group:"+grp+"/topic:agenda")
+	want(grp, model.GroupInbox, "group:"+grp+"/topic:agenda")
+}
