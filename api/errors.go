@@ -91,20 +91,33 @@ func encodeJSON(v any) ([]byte, error) {
 // data and oversize bodies are errors naming what to fix. An empty body
 // decodes as {} when optional is set.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	_, err := a.decodeBody(w, r, v, optional)
+	return err
+}
+
+// decodeBody is decode that also returns the body it read, for a handler
+// that must tell a field left out from one given its zero value.
+func (a *API) decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &model.Error{Kind: model.ErrTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", a.maxBody)}
+			return nil, &model.Error{Kind: model.ErrTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", a.maxBody)}
 		}
-		return model.Invalid("", "cannot read request body: "+err.Error())
+		return nil, model.Invalid("", "cannot read request body: "+err.Error())
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
-			return nil
+			return body, nil
 		}
-		return model.Invalid("", "request body is required (JSON object)")
+		return nil, model.Invalid("", "request body is required (JSON object)")
 	}
+	return body, checkBody(body, v)
+}
+
+// checkBody decodes body into v strictly (unknown fields, trailing data,
+// text, repeated keys).
+func checkBody(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -39,8 +40,23 @@ func (a *API) setState(w http.ResponseWriter, r *http.Request, who model.Identit
 
 func (a *API) reportDelivery(w http.ResponseWriter, r *http.Request, who model.Identity) error {
 	var req wire.DeliveryRequest
-	if err := a.decode(w, r, &req, false); err != nil {
+	body, err := a.decodeBody(w, r, &req, false)
+	if err != nil {
 		return err
+	}
+	// ok must be given: read as false, a report that left it out (a sender
+	// that delivered and said only its external id) would put the record in
+	// DEAD, and a redrive would deliver it twice.
+	var given struct {
+		Result *struct {
+			OK *bool `json:"ok"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(body, &given); err != nil {
+		return jsonError(err)
+	}
+	if given.Result != nil && given.Result.OK == nil {
+		return model.Invalid("result.ok", "is required: true for a delivery, false for a failure")
 	}
 	ctx, cancel := a.untilClosing(r.Context())
 	defer cancel()

@@ -3,6 +3,7 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,8 +91,11 @@ func TestHTTPNext(t *testing.T) {
 			c("wait_ms over the maximum", `{"wait_ms":300001}`, "wait_ms"),
 			c("negative lease_ms", `{"lease_ms":-5}`, "lease_ms"),
 			c("lease_ms over the maximum", `{"lease_ms":43200001}`, "lease_ms"),
+			c("holder too long", `{"holder":"`+strings.Repeat("w", 513)+`"}`, "holder"),
+			c("holder with a control character", `{"holder":"worker\u0001"}`, "holder"),
 			c("unknown state", `{"state_filter":["NOPE"],"lock_on_take":false}`, "state_filter"),
 			c("claim of another state", `{"state_filter":["READED"]}`, "state_filter"),
+			c("peek of a state no inbox record has", `{"state_filter":["WAIT"],"lock_on_take":false}`, "state_filter"),
 			{name: "unknown box", method: "POST", path: boxPath(didAlice, "MAILBOX", "next"), token: e.alice, status: 400, code: wire.CodeInvalid, field: "box"},
 			{name: "owner with space", method: "POST", path: boxPath("did:a b", model.Inbox, "next"), token: e.admin, status: 400, code: wire.CodeInvalid, field: "owner"},
 			{name: "claim bob's inbox", method: "POST", path: boxPath(didBob, model.Inbox, "next"), token: e.alice, status: 403, code: wire.CodeForbidden},
@@ -283,6 +287,8 @@ func TestHTTPListRecords(t *testing.T) {
 			c("limit not a number", "?limit=ten", "limit"),
 			c("bad order", "?order=sideways", "order"),
 			c("unknown state", "?state=UNREAD,NOPE", "state"),
+			c("a state no inbox record has", "?state=UNREAD,SENDING", "state"),
+			c("state given twice", "?state=UNREAD&state=READED", "state"),
 			c("cursor_sort_key not a number", "?cursor_sort_key=x&cursor_record_id=y", "cursor_sort_key"),
 			c("cursor_sort_key alone", "?cursor_sort_key=-5", "cursor_record_id"),
 			c("with_object not a bool", "?with_object=maybe", "with_object"),
@@ -349,6 +355,21 @@ func TestHTTPSync(t *testing.T) {
 		noGaps(t, more, 6, 7)
 	})
 
+	t.Run("a cursor at the end, and an empty box", func(t *testing.T) {
+		if res := ok[wire.SyncResult](t, e.do(t, "GET", sync+"?after_seq=7", e.bob, nil)); len(res.Items) != 0 || res.LastSeq != 7 {
+			t.Fatalf("sync at the end: %+v", res)
+		}
+		// past the thread's last record but not the box's: the filter
+		// passed over the rest
+		if res := ok[wire.SyncResult](t, e.do(t, "GET", sync+"?after_seq=6&thread_key=dm:did:tg:u2", e.bob, nil)); len(res.Items) != 0 {
+			t.Fatalf("thread sync past its records: %+v", res)
+		}
+		empty := boxPath("did:tg:nobody", model.Inbox, "sync")
+		if res := ok[wire.SyncResult](t, e.do(t, "GET", empty, e.admin, nil)); len(res.Items) != 0 || res.LastSeq != 0 {
+			t.Fatalf("sync of an empty box: %+v", res)
+		}
+	})
+
 	t.Run("thread_key and with_object", func(t *testing.T) {
 		res := ok[wire.SyncResult](t, e.do(t, "GET", sync+"?thread_key=dm:did:tg:u2&with_object=false", e.bob, nil))
 		if len(res.Items) != 2 || res.Items[0].Record.Seq != 2 || res.Items[1].Record.Seq != 4 || res.Items[0].Msg != nil || res.LastSeq != 4 {
@@ -363,6 +384,10 @@ func TestHTTPSync(t *testing.T) {
 		e.runBad(t, []badCase{
 			c("negative after_seq", "?after_seq=-1", "after_seq"),
 			c("after_seq not a number", "?after_seq=abc", "after_seq"),
+			// a cursor of another box or store: it would wait for ever
+			c("after_seq beyond the last seq", "?after_seq=8", "after_seq"),
+			c("after_seq the largest", "?after_seq=9223372036854775807", "after_seq"),
+			c("after_seq beyond, with a thread", "?after_seq=8&thread_key=dm:did:tg:u2", "after_seq"),
 			c("limit too big", "?limit=1001", "limit"),
 			c("negative limit", "?limit=-3", "limit"),
 			c("with_object not a bool", "?with_object=2x", "with_object"),

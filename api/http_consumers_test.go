@@ -203,9 +203,7 @@ func TestHTTPConsumersFanOut(t *testing.T) {
 		}
 		wantErr(t, e.do(t, "GET", consumerPath(didAlice, "work", ""), e.alice, nil), http.StatusNotFound, wire.CodeNotFound, "")
 		wantErr(t, e.do(t, "DELETE", consumerPath(didAlice, "work", ""), e.alice, nil), http.StatusNotFound, wire.CodeNotFound, "")
-		if n := len(e.syncAll(t, e.alice, didAlice, model.ConsumerBox("work"))); n != 0 {
-			t.Fatalf("deleted consumer's box still has %d records", n)
-		}
+		wantErr(t, e.do(t, "GET", "/v1/boxes/"+esc(didAlice)+"/consumer:work/sync", e.alice, nil), http.StatusNotFound, wire.CodeNotFound, "")
 		if n := len(e.syncAll(t, e.alice, didAlice, model.Inbox)); n != 5 {
 			t.Fatalf("source has %d records after the delete, want 5", n)
 		}
@@ -254,9 +252,12 @@ func TestHTTPConsumerBoxPaths(t *testing.T) {
 	if err != nil || len(res.Items) != 1 {
 		t.Fatalf("SDK sync of %s: %+v %v", canonical, res, err)
 	}
-	// Names are case-sensitive: another name is another (empty) box.
-	if n := len(e.syncAll(t, e.alice, didAlice, model.ConsumerBox("A.b_c-1"))); n != 0 {
-		t.Fatalf("consumer:A.b_c-1 has %d records", n)
+	// Names are case-sensitive: another name is another consumer, which
+	// does not exist, and its box's reads say so rather than answer empty.
+	for _, op := range []struct{ method, path string }{
+		{"GET", "/sync"}, {"GET", "/records"}, {"POST", "/next"}, {"POST", "/redrive"},
+	} {
+		wantErr(t, e.do(t, op.method, "/v1/boxes/"+esc(didAlice)+"/consumer:A.b_c-1"+op.path, e.alice, nil), http.StatusNotFound, wire.CodeNotFound, "")
 	}
 	wantErr(t, e.do(t, "GET", "/v1/boxes/"+esc(didAlice)+"/consumer:bad%20name/sync", e.alice, nil), http.StatusBadRequest, wire.CodeInvalid, "box")
 	wantErr(t, e.do(t, "GET", "/v1/boxes/"+esc(didAlice)+"/consumer:/sync", e.alice, nil), http.StatusBadRequest, wire.CodeInvalid, "box")

@@ -144,9 +144,12 @@ func TestHTTPGroupDispatch(t *testing.T) {
 			forbidden("list", "GET", g2+"records", nil),
 			forbidden("sync", "GET", g2+"sync", nil),
 			forbidden("peek", "POST", g2+"next", wire.NextRequest{LockOnTake: ptr(false)}),
-			forbidden("get record", "GET", recPath(g2rec, ""), nil),
+			{name: "get record", method: "GET", path: recPath(g2rec, ""), token: e.alice, status: 404, code: wire.CodeNotFound},
 			forbidden("claim own group's inbox", "POST", boxPath(didGroup, model.GroupInbox, "next"), nil),
-			forbidden("change a group record", "POST", recPath(g2rec, "state"), wire.StateRequest{NewState: model.Readed}),
+			{name: "change a group record", method: "POST", path: recPath(g2rec, "state"), token: e.alice, body: wire.StateRequest{NewState: model.Readed}, status: 404, code: wire.CodeNotFound},
+			// a member reads its group's records but does not change them
+			forbidden("change own group's record", "POST", recPath(model.RecordID(didGroup, model.GroupInbox,
+				e.syncAll(t, e.admin, didGroup, model.GroupInbox)[0].Record.MsgID, ""), "state"), wire.StateRequest{NewState: model.Readed}),
 			forbidden("redrive a group inbox", "POST", boxPath(didGroup, model.GroupInbox, "redrive"), nil),
 		})
 	})

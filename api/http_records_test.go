@@ -33,8 +33,8 @@ func TestHTTPGetRecord(t *testing.T) {
 	e.runBad(t, []badCase{
 		{name: "with_object not a bool", method: "GET", path: recPath(id, "") + "?with_object=perhaps", token: e.bob, status: 400, code: wire.CodeInvalid, field: "with_object"},
 		{name: "unknown record", method: "GET", path: recPath("cyrec:0000", ""), token: e.admin, status: 404, code: wire.CodeNotFound},
-		{name: "alice reads bob's record", method: "GET", path: recPath(id, ""), token: e.alice, status: 403, code: wire.CodeForbidden},
-		{name: "carol reads alice's outbox", method: "GET", path: recPath(sent.OutboxRecordID, ""), token: e.carol, status: 403, code: wire.CodeForbidden},
+		{name: "alice reads bob's record", method: "GET", path: recPath(id, ""), token: e.alice, status: 404, code: wire.CodeNotFound},
+		{name: "carol reads alice's outbox", method: "GET", path: recPath(sent.OutboxRecordID, ""), token: e.carol, status: 404, code: wire.CodeNotFound},
 	})
 }
 
@@ -100,8 +100,8 @@ func TestHTTPSetState(t *testing.T) {
 			c("DELETED is final", recPath(deleted, "state"), e.alice, wire.StateRequest{NewState: model.Archived}, 409, conflict, "new_state"),
 			c("stale lease", recPath(held.RecordID, "state"), e.tunnel, wire.StateRequest{NewState: model.Sent, LeaseID: "lease:nope"}, 409, wire.CodeLeaseLost, "lease_id"),
 			c("unknown record", recPath("cyrec:ffff", "state"), e.admin, wire.StateRequest{NewState: model.Readed}, 404, wire.CodeNotFound, ""),
-			c("alice changes bob's record", path, e.alice, wire.StateRequest{NewState: model.Unread}, 403, wire.CodeForbidden, ""),
-			c("bob changes the tunnel's record", recPath(held.RecordID, "state"), e.bob, wire.StateRequest{NewState: model.Sent}, 403, wire.CodeForbidden, ""),
+			c("alice changes bob's record", path, e.alice, wire.StateRequest{NewState: model.Unread}, 404, wire.CodeNotFound, ""),
+			c("bob changes the tunnel's record", recPath(held.RecordID, "state"), e.bob, wire.StateRequest{NewState: model.Sent}, 404, wire.CodeNotFound, ""),
 		})
 	})
 }
@@ -224,12 +224,16 @@ func TestHTTPReportDelivery(t *testing.T) {
 			c("result wrong type", path, e.tunnel, `{"result":true}`, 400, inv, "result"),
 			c("ok wrong type", path, e.tunnel, `{"result":{"ok":"yes"}}`, 400, inv, "result.ok"),
 			c("retry_after_ms wrong type", path, e.tunnel, `{"result":{"retryable":true,"retry_after_ms":"1s"}}`, 400, inv, "result.retry_after_ms"),
-			c("negative retry_after_ms", path, e.tunnel, `{"result":{"retryable":true,"retry_after_ms":-1}}`, 400, inv, "result.retry_after_ms"),
+			c("negative retry_after_ms", path, e.tunnel, `{"result":{"ok":false,"retryable":true,"retry_after_ms":-1}}`, 400, inv, "result.retry_after_ms"),
+			c("ok left out", path, e.tunnel, `{"result":{"external_msg_id":"tg-123"}}`, 400, inv, "result.ok"),
+			c("empty result", path, e.tunnel, `{"result":{}}`, 400, inv, "result.ok"),
+			c("null ok", path, e.tunnel, `{"result":{"ok":null,"retryable":true}}`, 400, inv, "result.ok"),
+			c("ok twice", path, e.tunnel, `{"result":{"ok":true,"ok":false}}`, 400, inv, "result.ok"),
 			c("unknown field", path, e.tunnel, `{"result":{"ok":true},"attempt":2}`, 400, inv, "attempt"),
 			c("stale lease", path, e.tunnel, `{"result":{"ok":true},"lease_id":"lease:old"}`, 409, wire.CodeLeaseLost, "lease_id"),
 			c("record not held", recPath(waiting, "delivery"), e.tunnel, `{"result":{"ok":true}}`, 409, wire.CodeInvalidTransition, ""),
 			c("unknown record", recPath("cyrec:abcd", "delivery"), e.admin, `{"result":{"ok":true}}`, 404, wire.CodeNotFound, ""),
-			c("alice reports for the tunnel", path, e.alice, `{"result":{"ok":true}}`, 403, wire.CodeForbidden, ""),
+			c("alice reports for the tunnel", path, e.alice, `{"result":{"ok":true}}`, 404, wire.CodeNotFound, ""),
 		})
 	})
 }
@@ -276,7 +280,7 @@ func TestHTTPExtendLease(t *testing.T) {
 			c("stale lease", path, e.tunnel, `{"lease_id":"lease:gone"}`, 409, wire.CodeLeaseLost, "lease_id"),
 			c("not held", recPath(waiting, "lease"), e.tunnel, `{}`, 409, wire.CodeInvalidTransition, ""),
 			c("unknown record", recPath("cyrec:1", "lease"), e.tunnel, `{}`, 404, wire.CodeNotFound, ""),
-			c("alice extends the tunnel's lease", path, e.alice, `{}`, 403, wire.CodeForbidden, ""),
+			c("alice extends the tunnel's lease", path, e.alice, `{}`, 404, wire.CodeNotFound, ""),
 		})
 	})
 }
@@ -301,8 +305,8 @@ func TestHTTPRedriveRecord(t *testing.T) {
 			c("malformed JSON", recPath(dead, "redrive"), e.tunnel, `{`, 400, wire.CodeInvalid, ""),
 			c("not DEAD", recPath(alive, "redrive"), e.tunnel, nil, 409, wire.CodeInvalidTransition, ""),
 			c("unknown record", recPath("cyrec:2", "redrive"), e.admin, nil, 404, wire.CodeNotFound, ""),
-			c("alice redrives the tunnel's record", recPath(dead, "redrive"), e.alice, nil, 403, wire.CodeForbidden, ""),
-			c("tunnel redrives bob's record", recPath(inbox, "redrive"), e.tunnel, nil, 403, wire.CodeForbidden, ""),
+			c("alice redrives the tunnel's record", recPath(dead, "redrive"), e.alice, nil, 404, wire.CodeNotFound, ""),
+			c("tunnel redrives bob's record", recPath(inbox, "redrive"), e.tunnel, nil, 404, wire.CodeNotFound, ""),
 		})
 	})
 

@@ -76,7 +76,7 @@ func queryLimit(r *http.Request) (int, error) {
 }
 
 // checkQuery refuses a query parameter the route does not take (access_token
-// is gone by now on the routes that take it).
+// is gone by now on the routes that take it), or one given twice.
 func checkQuery(r *http.Request, allowed []string) error {
 	if r.URL.RawQuery == "" {
 		return nil
@@ -89,6 +89,12 @@ func checkQuery(r *http.Request, allowed []string) error {
 	slices.Sort(names) // the same answer each time
 	for _, name := range names {
 		if slices.Contains(allowed, name) {
+			// Read once (Query().Get takes the first): a second value
+			// would be dropped without a word, as a repeated JSON key is
+			// refused for the same reason.
+			if len(q[name]) > 1 {
+				return model.Invalid(name, "is given more than once; give it once (lists are comma-separated)")
+			}
 			continue
 		}
 		if len(allowed) == 0 {

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/msgcenter/msgcenter/model"
@@ -24,6 +26,26 @@ func (s *Service) Next(ctx context.Context, who model.Identity, owner string, bo
 		return nil, err
 	}
 	return s.next(ctx, p)
+}
+
+// checkBoxStates refuses a filter on a state no record of box can be in:
+// it would match nothing, for ever, where the caller surely meant another
+// box or another state (WAIT is a tunnel outbox's, UNREAD an inbox's).
+func checkBoxStates(field string, box model.BoxKind, states []model.State) error {
+	for _, st := range states {
+		if !slices.Contains(model.StatesOf(box), st) {
+			return model.Invalid(field, fmt.Sprintf("no %s record is ever %s (its states: %s)", box, st, joinStates(model.StatesOf(box))))
+		}
+	}
+	return nil
+}
+
+func joinStates(states []model.State) string {
+	out := make([]string, len(states))
+	for i, st := range states {
+		out[i] = string(st)
+	}
+	return strings.Join(out, ", ")
 }
 
 // nextCall is a checked get_next.
@@ -74,8 +96,16 @@ func (s *Service) checkNext(ctx context.Context, who model.Identity, owner strin
 			return nil, model.Invalid("state_filter", fmt.Sprintf("a claim takes %s records from %s; to look at %s records set lock_on_take to false", claimable, box, st))
 		}
 	}
+	if err := checkBoxStates("state_filter", box, states); err != nil {
+		return nil, err
+	}
 	lease, err := s.leaseDuration(req.LeaseMS)
 	if err != nil {
+		return nil, err
+	}
+	// A label for the worker (a host, a pid, a DID), stored on the record
+	// and on every lease event: bounded like a route's text.
+	if err := checkRouteText("holder", req.Holder); err != nil {
 		return nil, err
 	}
 	if req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > s.cfg.MaxWait {
@@ -135,6 +165,11 @@ func (s *Service) next(ctx context.Context, p *nextCall) (*wire.RecordWithMsg, e
 		if !errors.Is(err, model.ErrNotFound) {
 			return nil, err
 		}
+		if wake == wakeNone {
+			if err := s.noSuchConsumer(ctx, owner, box); err != nil {
+				return nil, err
+			}
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return nil, nil
@@ -187,7 +222,7 @@ func (s *Service) leaseDuration(ms int64) (time.Duration, error) {
 	}
 	d := time.Duration(ms) * time.Millisecond
 	if ms < 0 || d > s.cfg.MaxLease {
-		return 0, model.Invalid("lease_ms", fmt.Sprintf("must be between 1 and %d", s.cfg.MaxLease.Milliseconds()))
+		return 0, model.Invalid("lease_ms", fmt.Sprintf("must be between 1 and %d (%s), or 0 for the default (%s)", s.cfg.MaxLease.Milliseconds(), s.cfg.MaxLease, s.cfg.DefaultLease))
 	}
 	return d, nil
 }
@@ -379,10 +414,18 @@ func (s *Service) ListRecords(ctx context.Context, who model.Identity, q wire.Li
 	if err != nil {
 		return nil, err
 	}
+	if err := checkBoxStates("state", q.Box, q.States); err != nil {
+		return nil, err
+	}
 	recs, err := s.st.ListRecords(ctx, store.ListParams{Owner: q.Owner, Box: q.Box, States: q.States, Tag: q.Tag,
 		Desc: q.Desc, CursorSortKey: q.CursorSortKey, CursorRecordID: q.CursorRecordID, Limit: limit})
 	if err != nil {
 		return nil, err
+	}
+	if len(recs) == 0 {
+		if err := s.noSuchConsumer(ctx, q.Owner, q.Box); err != nil {
+			return nil, err
+		}
 	}
 	items, err := s.withMsgs(ctx, recs, q.WithObject)
 	if err != nil {
@@ -412,6 +455,11 @@ func (s *Service) Sync(ctx context.Context, who model.Identity, q wire.SyncQuery
 	if err != nil {
 		return nil, err
 	}
+	if len(recs) == 0 {
+		if err := s.emptySync(ctx, q.Owner, q.Box, q.AfterSeq); err != nil {
+			return nil, err
+		}
+	}
 	items, err := s.withMsgs(ctx, recs, q.WithObject)
 	if err != nil {
 		return nil, err
@@ -430,6 +478,9 @@ func (s *Service) GetRecord(ctx context.Context, who model.Identity, recordID st
 		return nil, err
 	}
 	if err := s.canRead(ctx, who, rec.Owner, rec.BoxKind); err != nil {
+		if errors.Is(err, model.ErrForbidden) {
+			return nil, notVisible()
+		}
 		return nil, err
 	}
 	return s.withMsg(ctx, rec, withObj)

@@ -19,10 +19,19 @@ func (s *Service) actOn(ctx context.Context, who model.Identity, recordID string
 		return rec, err
 	}
 	if err := canAct(who, rec.Owner); err != nil {
+		if s.canRead(ctx, who, rec.Owner, rec.BoxKind) != nil {
+			return model.Record{}, notVisible()
+		}
 		return rec, err
 	}
 	return rec, nil
 }
+
+// notVisible answers for a record the caller may not read as for one that
+// does not exist: a record's id follows from its owner, box and message,
+// so "forbidden" would tell whoever knows a message id whether someone
+// received it (GetMessage answers the same way).
+func notVisible() error { return model.NotFound("record") }
 
 // update applies a compare-and-set and turns a lost race into a clear
 // error: the lease moved on, or the record changed under the caller. With
@@ -98,7 +107,7 @@ func (s *Service) requireHeld(who model.Identity, rec model.Record, leaseID stri
 	switch {
 	case leaseID != "" && (rec.State != held || rec.Lease == nil || rec.Lease.ID != leaseID):
 		return &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
-			Message: fmt.Sprintf("this lease no longer holds the record (it is %s now)", rec.State)}
+			Message: fmt.Sprintf("this lease does not hold the record (it is %s now): it expired and the record moved on, or it is another record's", rec.State)}
 	case rec.State != held:
 		return &model.Error{Kind: model.ErrInvalidTransition,
 			Message: fmt.Sprintf("the record is %s, not %s: claim it first", rec.State, held)}
@@ -137,7 +146,7 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	// hears that, not what the record's state now forbids.
 	if req.LeaseID != "" && (rec.Lease == nil || rec.Lease.ID != req.LeaseID) {
 		return nil, &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
-			Message: fmt.Sprintf("this lease no longer holds the record (it is %s now)", rec.State)}
+			Message: fmt.Sprintf("this lease does not hold the record (it is %s now): it expired and the record moved on, or it is another record's", rec.State)}
 	}
 	if err := model.CheckTransition(rec.BoxKind, rec.State, to); err != nil {
 		return nil, err
@@ -165,6 +174,9 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 		// this move replaces, and a peek must not keep waiting it out.
 		u.Delivery.NextRetryAtMS = 0
 	}
+	if to == model.DoneState(rec.BoxKind) {
+		clearFailure(&u.Delivery)
+	}
 	if rec.State == model.Dead && to == model.ClaimableState(rec.BoxKind) {
 		u.Delivery.Attempts = 0
 		u.EventType = model.EventRecordRedriven
@@ -180,6 +192,13 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 		s.cfg.Metrics.Dead(rec.BoxKind)
 	}
 	return s.thenNext(ctx, out, orTrue(req.WithObject), body, next)
+}
+
+// clearFailure forgets, on a success, what the last failure said: a record
+// done is not failing, and whoever counts records by error_code must not
+// count it. last_error keeps the history.
+func clearFailure(d *model.Delivery) {
+	d.ErrorCode, d.ErrorMessage, d.RetryAfterMS = "", "", 0
 }
 
 // ReportDelivery is report_delivery: the holder of a claimed record says
@@ -218,6 +237,7 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 		d := rec.Delivery
 		d.Attempts++
 		d.ExternalMsgID, d.DeliveredAtMS, d.NextRetryAtMS = r.ExternalMsgID, now, 0
+		clearFailure(&d)
 		out, err = s.update(ctx, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID,
 			To: model.DoneState(rec.BoxKind), Delivery: d, NowMS: now, EventType: model.EventRecordDelivered}, next)
 	} else {
@@ -417,6 +437,11 @@ func (s *Service) RedriveBox(ctx context.Context, who model.Identity, owner stri
 	recs, err := s.st.Sync(ctx, store.SyncParams{Owner: owner, Box: box, States: []model.State{model.Dead}, Limit: limit})
 	if err != nil {
 		return nil, err
+	}
+	if len(recs) == 0 {
+		if err := s.noSuchConsumer(ctx, owner, box); err != nil {
+			return nil, err
+		}
 	}
 	res := &wire.RedriveResult{RecordIDs: []string{}}
 	for _, r := range recs {

@@ -98,6 +98,10 @@ func TestRetryBackoffThenDeadThenRedrive(t *testing.T) {
 	if r := res.Record; r.State != model.Sent || r.Delivery.ExternalMsgID != "tg-1" || r.Delivery.DeliveredAtMS != clk.Now().UnixMilli() || r.Lease != nil {
 		t.Fatalf("after success: %+v", r)
 	}
+	// Done, it says no error any more; last_error keeps the history.
+	if d := res.Record.Delivery; d.ErrorCode != "" || d.ErrorMessage != "" || d.RetryAfterMS != 0 || d.LastError == "" {
+		t.Fatalf("after success the failure is still reported: %+v", d)
+	}
 }
 
 func TestRetryAfterAndNonRetryable(t *testing.T) {

@@ -425,6 +425,28 @@ func TestAPIErrorOutput(t *testing.T) {
 	}
 }
 
+// A field the server names in milliseconds is traced to the flag that
+// set it, when one did.
+func TestAPIErrorNamesTheFlag(t *testing.T) {
+	f := newFakeServer(t, map[string]reply{
+		"POST /v1/boxes/did:x:bob/INBOX/next": {400, `{"error":{"code":"invalid_argument","message":"must be between 1 and 43200000","field":"lease_ms"}}`},
+		"POST /v1/records/cyrec:1/delivery":   {400, `{"error":{"code":"invalid_argument","message":"must be between 0 and 300000","field":"next.wait_ms"}}`},
+	})
+	r := runCLI(t, f, nil, "box", "next", "did:x:bob", "inbox", "--lease", "13h")
+	if r.code != 1 || !strings.HasSuffix(r.stderr, "hint: lease_ms is --lease here\n") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, f, nil, "record", "ack", "cyrec:1", "--next", "--wait", "6m")
+	if r.code != 1 || !strings.HasSuffix(r.stderr, "hint: next.wait_ms is --wait here\n") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	// without the flag given there is nothing to point at
+	r = runCLI(t, f, nil, "box", "next", "did:x:bob", "inbox")
+	if r.code != 1 || strings.Contains(r.stderr, "hint") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
 func TestSendNotOKFails(t *testing.T) {
 	f := newFakeServer(t, map[string]reply{"POST /v1/dispatch": {200, `{"ok":false,"msg_id":"m","dropped_recipients":["did:x:bob"],"reason":"blocked"}`}})
 	r := runCLI(t, f, nil, "dispatch", "--from", "did:tg:1", "--to", "did:x:bob", "--text", "hi", "--platform", "telegram", "--chat-id", "42")

@@ -191,6 +191,9 @@ func reportError(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
 		} else {
 			fmt.Fprintf(w, "error: %s: %s\n", ae.Code, ae.Message)
 		}
+		if flag := flagOfField(cmd, ae.Field); flag != "" {
+			fmt.Fprintf(w, "hint: %s is --%s here\n", ae.Field, flag)
+		}
 		if client.IsUnauthorized(err) {
 			fmt.Fprintf(w, "hint: the token was not accepted; check --token, %s or %s\n", envToken, g.tokenFile())
 		}
@@ -209,6 +212,35 @@ func reportError(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
 		fmt.Fprintf(w, "error: %s\n", err)
 		return 1
 	}
+}
+
+// fieldFlags names the flags that set an API field in other units than
+// the field's (a duration for milliseconds), so the server's error, which
+// names the field and its bounds in milliseconds, can be traced to the
+// flag that was given.
+var fieldFlags = map[string][]string{
+	"lease_ms":       {"lease"},
+	"wait_ms":        {"wait"},
+	"delay_ms":       {"delay", "delay-ms"},
+	"deliver_at_ms":  {"deliver-at"},
+	"retry_after_ms": {"retry-after"},
+}
+
+// flagOfField is the flag of cmd that set an API error's field, "" if
+// none does.
+func flagOfField(cmd *cobra.Command, field string) string {
+	if cmd == nil {
+		return ""
+	}
+	for _, prefix := range []string{"next.", "result."} {
+		field = strings.TrimPrefix(field, prefix)
+	}
+	for _, name := range fieldFlags[field] {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			return name
+		}
+	}
+	return ""
 }
 
 // isCobraUsage recognizes the usage errors cobra itself returns (unknown
