@@ -76,6 +76,31 @@ func (a *API) flushScheduled(w http.ResponseWriter, r *http.Request, who model.I
 	return nil
 }
 
+func (a *API) listTokens(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	var q wire.TokenQuery
+	var err error
+	if q.DID, err = queryDID(r, "did"); err != nil {
+		return err
+	}
+	if q.Limit, err = queryLimit(r); err != nil {
+		return err
+	}
+	res, err := a.svc.ListTokens(r.Context(), who, q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (a *API) revokeToken(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	if _, err := a.svc.RevokeToken(r.Context(), who, r.PathValue("token_id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func (a *API) createToken(w http.ResponseWriter, r *http.Request, who model.Identity) error {
 	var req wire.TokenRequest
 	if err := a.decode(w, r, &req, false); err != nil {

@@ -277,6 +277,53 @@ func TestHTTPTokens(t *testing.T) {
 			c("tunnel creates a token", e.tunnel, `{"did":"did:x","role":"agent"}`, 403, wire.CodeForbidden, ""),
 		})
 	})
+
+	t.Run("listed and revoked", func(t *testing.T) {
+		mk := func(did string) wire.TokenResult {
+			return ok[wire.TokenResult](t, e.do(t, "POST", "/v1/tokens", e.admin, wire.TokenRequest{DID: did, Role: model.RoleAgent}))
+		}
+		erin1, erin2, fay := mk("did:erin"), mk("did:erin"), mk("did:fay")
+		if len(erin1.TokenID) != 16 || erin1.TokenID == erin2.TokenID || strings.Contains(erin1.Token, erin1.TokenID) {
+			t.Fatalf("token ids %q %q", erin1.TokenID, erin2.TokenID)
+		}
+		ids := func(res wire.TokensResult) []string {
+			var out []string
+			for _, it := range res.Items {
+				out = append(out, it.TokenID)
+			}
+			return out
+		}
+		// Anyone lists its own; an admin anyone's.
+		if got := ids(ok[wire.TokensResult](t, e.do(t, "GET", "/v1/tokens", erin1.Token, nil))); !slices.Equal(got, []string{erin1.TokenID, erin2.TokenID}) {
+			t.Fatalf("erin's own list %v", got)
+		}
+		if got := ids(ok[wire.TokensResult](t, e.do(t, "GET", "/v1/tokens?did=did:fay", e.admin, nil))); !slices.Equal(got, []string{fay.TokenID}) {
+			t.Fatalf("admin's list of fay's %v", got)
+		}
+		e.runBad(t, []badCase{
+			{name: "erin lists fay's", method: "GET", path: "/v1/tokens?did=did:fay", token: erin1.Token, status: 403, code: wire.CodeForbidden},
+			{name: "erin revokes fay's", method: "DELETE", path: "/v1/tokens/" + fay.TokenID, token: erin1.Token, status: 404, code: wire.CodeNotFound},
+			{name: "not an id", method: "DELETE", path: "/v1/tokens/" + fay.TokenID[:8], token: e.admin, status: 400, code: wire.CodeInvalid, field: "token_id"},
+			{name: "an id in upper case", method: "DELETE", path: "/v1/tokens/" + strings.ToUpper(fay.TokenID), token: e.admin, status: 400, code: wire.CodeInvalid, field: "token_id"},
+			{name: "unknown id", method: "DELETE", path: "/v1/tokens/0000000000000000", token: e.admin, status: 404, code: wire.CodeNotFound},
+		})
+		ok[wire.EventsResult](t, e.do(t, "GET", "/v1/events", fay.Token, nil)) // fay's still works
+
+		// erin revokes her second token with her first; an admin revokes fay's.
+		if r := e.do(t, "DELETE", "/v1/tokens/"+erin2.TokenID, erin1.Token, nil); r.status != 204 {
+			t.Fatalf("erin revokes her own: %s", r)
+		}
+		if r := e.do(t, "DELETE", "/v1/tokens/"+fay.TokenID, e.admin, nil); r.status != 204 {
+			t.Fatalf("admin revokes fay's: %s", r)
+		}
+		wantErr(t, e.do(t, "GET", "/v1/events", erin2.Token, nil), 401, wire.CodeUnauthorized, "")
+		wantErr(t, e.do(t, "GET", "/v1/events", fay.Token, nil), 401, wire.CodeUnauthorized, "")
+		ok[wire.EventsResult](t, e.do(t, "GET", "/v1/events", erin1.Token, nil))
+		wantErr(t, e.do(t, "DELETE", "/v1/tokens/"+fay.TokenID, e.admin, nil), 404, wire.CodeNotFound, "")
+		if got := ids(ok[wire.TokensResult](t, e.do(t, "GET", "/v1/tokens?did=did:erin", e.admin, nil))); !slices.Equal(got, []string{erin1.TokenID}) {
+			t.Fatalf("erin's tokens after the revoke %v", got)
+		}
+	})
 }
 
 func TestHTTPHealthz(t *testing.T) {

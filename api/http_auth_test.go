@@ -34,6 +34,7 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 		t.Fatalf("scheduled: %+v", sched)
 	}
 	cancel := fmt.Sprintf("/v1/scheduled/%d", sched.Items[0].ID)
+	tok := ok[wire.TokenResult](t, e.do(t, "POST", "/v1/tokens", e.admin, wire.TokenRequest{DID: "did:x:revoked", Role: model.RoleAgent}))
 	return []routeCall{
 		{"POST", "/v1/dispatch", "/v1/dispatch", wire.DispatchRequest{Msg: chat("did:tg:u1", []string{didBob}, "x")}},
 		{"POST", "/v1/post_send", "/v1/post_send", wire.PostSendRequest{Msg: chat(didAlice, []string{didBob}, "x")}},
@@ -64,6 +65,8 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 		{"DELETE", "/v1/scheduled/{id}", cancel, nil}, // before the flush, which would deliver it
 		{"POST", "/v1/scheduled/flush", "/v1/scheduled/flush", wire.FlushRequest{}},
 		{"POST", "/v1/tokens", "/v1/tokens", wire.TokenRequest{DID: "did:x", Role: model.RoleAgent}},
+		{"GET", "/v1/tokens", "/v1/tokens", nil},
+		{"DELETE", "/v1/tokens/{token_id}", "/v1/tokens/" + tok.TokenID, nil},
 		{"POST", "/v1/consumers", "/v1/consumers", wire.ConsumerRequest{Owner: didAlice, Name: "c1", SourceOwner: didAlice, SourceBox: "INBOX"}},
 		{"GET", "/v1/consumers", "/v1/consumers", nil},
 		{"GET", "/v1/consumers/{owner}/{name}", "/v1/consumers/did:alice/c1", nil},

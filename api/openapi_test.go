@@ -115,6 +115,8 @@ var oaSchemaTypes = map[string]reflect.Type{
 	"FlushResult":         reflect.TypeFor[wire.FlushResult](),
 	"TokenRequest":        reflect.TypeFor[wire.TokenRequest](),
 	"TokenResult":         reflect.TypeFor[wire.TokenResult](),
+	"TokenInfo":           reflect.TypeFor[wire.TokenInfo](),
+	"TokensResult":        reflect.TypeFor[wire.TokensResult](),
 	"ConsumerFilter":      reflect.TypeFor[model.ConsumerFilter](),
 	"ConsumerRequest":     reflect.TypeFor[wire.ConsumerRequest](),
 	"ConsumerInfo":        reflect.TypeFor[wire.ConsumerInfo](),

@@ -192,6 +192,8 @@ func (a *API) routes() []route {
 		r("POST", "/v1/scheduled/flush", a.flushScheduled),
 		r("DELETE", "/v1/scheduled/{id}", a.cancelScheduled),
 		r("POST", "/v1/tokens", a.createToken),
+		r("GET", "/v1/tokens", a.listTokens, "did", "limit"),
+		r("DELETE", "/v1/tokens/{token_id}", a.revokeToken),
 		r("GET", "/v1/admin/retention", a.retentionPolicy),
 		r("POST", "/v1/admin/retention/run", a.runRetention),
 		{Route: Route{Method: "GET", Pattern: "/debug/pprof/{profile}", Query: []string{"seconds"}, AnyQuery: true}, h: a.debugPprof},

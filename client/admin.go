@@ -75,6 +75,26 @@ func (c *Client) CreateToken(ctx context.Context, req *wire.TokenRequest) (*wire
 	return &out, nil
 }
 
+// ListTokens lists tokens, oldest first (GET /v1/tokens): an admin's
+// call every DID's (or q.DID's), anyone else's its own.
+func (c *Client) ListTokens(ctx context.Context, q wire.TokenQuery) (*wire.TokensResult, error) {
+	v := url.Values{}
+	setIf(v, "did", q.DID)
+	setLimit(v, q.Limit)
+	var out wire.TokensResult
+	if _, err := c.call(ctx, http.MethodGet, "/v1/tokens", v, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RevokeToken deletes a token by its id (DELETE /v1/tokens/{token_id}):
+// requests that present it are refused from then on.
+func (c *Client) RevokeToken(ctx context.Context, tokenID string) error {
+	_, err := c.call(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(tokenID), nil, nil, nil)
+	return err
+}
+
 // Health checks that the server is up (GET /healthz, no token needed). It
 // returns nil only when the server answers {"status":"ok"}.
 func (c *Client) Health(ctx context.Context) error {

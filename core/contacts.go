@@ -46,6 +46,11 @@ func (s *Service) SetSubscribers(ctx context.Context, who model.Identity, group 
 		if err := message.CheckDID(fmt.Sprintf("subscribers[%d]", i), d, true); err != nil {
 			return nil, err
 		}
+		if d == group {
+			// Its messages come from it: it would be a member that
+			// receives nothing, and a GROUP_INBOX reader of itself.
+			return nil, model.Invalid(fmt.Sprintf("subscribers[%d]", i), "is the group itself; a group cannot subscribe to itself")
+		}
 	}
 	subs = uniq(subs)
 	sort.Strings(subs)
@@ -86,7 +91,8 @@ func (s *Service) Subscribers(ctx context.Context, who model.Identity, group str
 }
 
 // Block makes owner refuse messages whose logical sender is did (on), or
-// accept them again (off).
+// accept them again (off). did may be a group: its messages then no longer
+// reach owner's INBOX (a group that delivers to members).
 func (s *Service) Block(ctx context.Context, who model.Identity, owner, did string, on bool) (*wire.BlockResult, error) {
 	if err := message.CheckDID("owner", owner, true); err != nil {
 		return nil, err
@@ -96,6 +102,9 @@ func (s *Service) Block(ctx context.Context, who model.Identity, owner, did stri
 	}
 	if err := canAct(who, owner); err != nil {
 		return nil, err
+	}
+	if on && did == owner {
+		return nil, model.Invalid("did", "is the owner itself; an owner cannot block itself")
 	}
 	if err := s.st.SetBlock(ctx, owner, did, on, s.nowMS()); err != nil {
 		return nil, err

@@ -167,7 +167,8 @@ func (s *Service) planDispatch(ctx context.Context, c *checked, ingress *model.R
 }
 
 // fanOut adds an INBOX record, tagged with the group, for every subscriber
-// of c's group except the author and those who block the author. A group
+// of c's group except the author and those who block the author or the
+// group. A group
 // that delivers to itself has none: its subscribers read its GROUP_INBOX.
 func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *model.Route, now int64, delivered, dropped *[]string) error {
 	if c.delivery == model.DeliverToGroup {
@@ -182,12 +183,17 @@ func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *
 	if err != nil {
 		return err
 	}
+	// A member may block the group itself (mute it) as well as an author.
+	muted, err := s.st.BlockedBy(ctx, c.msg.From, subs)
+	if err != nil {
+		return err
+	}
 	p.Records = slices.Grow(p.Records, len(subs))
 	*delivered = slices.Grow(*delivered, len(subs))
 	for _, d := range subs {
 		switch {
 		case d == author:
-		case blocked[d]:
+		case blocked[d], muted[d]:
 			*dropped = append(*dropped, d)
 		default:
 			p.Records = append(p.Records, c.newRecord(d, model.Inbox, "", route, now))

@@ -46,10 +46,71 @@ func (s *Service) CreateToken(ctx context.Context, who model.Identity, req *wire
 		return nil, model.Invalid("role", fmt.Sprintf("unknown role %q (want admin, agent or tunnel)", req.Role))
 	}
 	tok := NewToken()
-	if err := s.st.PutToken(ctx, hashToken(tok), model.Identity{DID: req.DID, Role: req.Role}, s.nowMS()); err != nil {
+	hash := hashToken(tok)
+	if err := s.st.PutToken(ctx, hash, model.Identity{DID: req.DID, Role: req.Role}, s.nowMS()); err != nil {
 		return nil, err
 	}
-	return &wire.TokenResult{Token: tok, DID: req.DID, Role: req.Role}, nil
+	return &wire.TokenResult{Token: tok, TokenID: tokenID(hash), DID: req.DID, Role: req.Role}, nil
+}
+
+// tokenIDLen is how much of a token's hash names it: 64 bits, so that two
+// tokens of a server share an id only by a chance nobody meets (and a
+// revoke by an id two tokens share refuses to pick one).
+const tokenIDLen = 16
+
+// tokenID names a stored token by the start of its hash, which says
+// nothing of the token.
+func tokenID(hash string) string { return hash[:min(len(hash), tokenIDLen)] }
+
+// ListTokens lists tokens, oldest first: every DID's for an admin, a
+// caller's own otherwise.
+func (s *Service) ListTokens(ctx context.Context, who model.Identity, q wire.TokenQuery) (*wire.TokensResult, error) {
+	if !isAdmin(who) {
+		if q.DID != "" && q.DID != who.DID {
+			return nil, model.Forbidden(fmt.Sprintf("%s may list only its own tokens", who.DID))
+		}
+		q.DID = who.DID
+	}
+	if err := message.CheckDID("did", q.DID, false); err != nil {
+		return nil, err
+	}
+	limit, err := checkLimit(q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	toks, err := s.st.ListTokens(ctx, q.DID, limit)
+	if err != nil {
+		return nil, err
+	}
+	res := &wire.TokensResult{Items: make([]wire.TokenInfo, 0, len(toks))}
+	for _, t := range toks {
+		res.Items = append(res.Items, tokenInfo(t))
+	}
+	return res, nil
+}
+
+func tokenInfo(t model.TokenInfo) wire.TokenInfo {
+	return wire.TokenInfo{TokenID: tokenID(t.Hash), DID: t.DID, Role: t.Role, CreatedAtMS: t.CreatedAtMS}
+}
+
+// RevokeToken deletes a token by its id: any token for an admin, one of
+// its own for anyone else (another's is not found, as if it did not
+// exist). The admin token file's token is registered again when a server
+// starts; to replace it, delete the file and restart.
+func (s *Service) RevokeToken(ctx context.Context, who model.Identity, id string) (*wire.TokenInfo, error) {
+	if len(id) != tokenIDLen || strings.Trim(id, "0123456789abcdef") != "" {
+		return nil, model.Invalid("token_id", fmt.Sprintf("must be the %d lowercase hex digits token list shows", tokenIDLen))
+	}
+	did := ""
+	if !isAdmin(who) {
+		did = who.DID
+	}
+	gone, err := s.st.DeleteToken(ctx, did, id)
+	if err != nil {
+		return nil, err
+	}
+	info := tokenInfo(gone)
+	return &info, nil
 }
 
 // EnsureToken registers a known token (the admin token file's) for id.

@@ -135,3 +135,11 @@ type Identity struct {
 	DID  string `json:"did"`
 	Role Role   `json:"role"`
 }
+
+// TokenInfo is a stored token: its hash (never the token), the identity it
+// acts as, and when it was made.
+type TokenInfo struct {
+	Hash string
+	Identity
+	CreatedAtMS int64
+}

@@ -122,6 +122,14 @@ type Store interface {
 	PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error
 	// Token returns model.ErrNotFound for an unknown hash.
 	Token(ctx context.Context, hash string) (model.Identity, error)
+	// ListTokens lists the tokens bound to did ("" for every DID), oldest
+	// first, at most limit.
+	ListTokens(ctx context.Context, did string, limit int) ([]model.TokenInfo, error)
+	// DeleteToken deletes the one token bound to did ("" for any DID) whose
+	// hash starts with prefix, and returns it: model.ErrNotFound if none
+	// does, model.ErrConflict if more than one does (nothing is deleted
+	// then).
+	DeleteToken(ctx context.Context, did, prefix string) (model.TokenInfo, error)
 
 	Close() error
 }

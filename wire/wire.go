@@ -287,10 +287,32 @@ type TokenRequest struct {
 }
 
 // TokenResult carries a new token; it is shown once and stored hashed.
+// TokenID names it for listing and revoking.
 type TokenResult struct {
-	Token string     `json:"token"`
-	DID   string     `json:"did"`
-	Role  model.Role `json:"role"`
+	Token   string     `json:"token"`
+	TokenID string     `json:"token_id"`
+	DID     string     `json:"did"`
+	Role    model.Role `json:"role"`
+}
+
+// TokenInfo describes a stored token (never the token itself, which the
+// server does not keep).
+type TokenInfo struct {
+	TokenID     string     `json:"token_id"`
+	DID         string     `json:"did"`
+	Role        model.Role `json:"role"`
+	CreatedAtMS int64      `json:"created_at_ms"`
+}
+
+// TokenQuery filters GET /v1/tokens.
+type TokenQuery struct {
+	DID   string
+	Limit int
+}
+
+// TokensResult is a page of tokens, oldest first.
+type TokensResult struct {
+	Items []TokenInfo `json:"items"`
 }
 
 // ErrorBody is the JSON of every error response.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -147,4 +148,72 @@ func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) 
 	}
 	id.Role = model.Role(role)
 	return id, nil
+}
+
+// ListTokens lists stored tokens, oldest first.
+func (s *Store) ListTokens(ctx context.Context, did string, limit int) ([]model.TokenInfo, error) {
+	rows, err := s.pool.Query(ctx, `SELECT hash, did, role, created_at_ms FROM tokens
+		WHERE $1 = '' OR did = $1 ORDER BY created_at_ms, hash LIMIT $2`, did, limitOr(limit, defaultLimit))
+	if err != nil {
+		return nil, fail("list tokens", err)
+	}
+	defer rows.Close()
+	out := []model.TokenInfo{}
+	for rows.Next() {
+		var t model.TokenInfo
+		var role string
+		if err := rows.Scan(&t.Hash, &t.DID, &role, &t.CreatedAtMS); err != nil {
+			return nil, fail("list tokens", err)
+		}
+		t.Role = model.Role(role)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("list tokens", err)
+	}
+	return out, nil
+}
+
+// DeleteToken deletes the one token whose hash starts with prefix. Other
+// nodes may accept it for up to tokenTTL more.
+func (s *Store) DeleteToken(ctx context.Context, did, prefix string) (model.TokenInfo, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return model.TokenInfo{}, fail("delete token", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, `SELECT hash, did, role, created_at_ms FROM tokens
+		WHERE left(hash, length($1)) = $1 AND ($2 = '' OR did = $2) LIMIT 2 FOR UPDATE`, prefix, did)
+	if err != nil {
+		return model.TokenInfo{}, fail("delete token", err)
+	}
+	var found []model.TokenInfo
+	for rows.Next() {
+		var t model.TokenInfo
+		var role string
+		if err := rows.Scan(&t.Hash, &t.DID, &role, &t.CreatedAtMS); err != nil {
+			rows.Close()
+			return model.TokenInfo{}, fail("delete token", err)
+		}
+		t.Role = model.Role(role)
+		found = append(found, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return model.TokenInfo{}, fail("delete token", err)
+	}
+	switch len(found) {
+	case 0:
+		return model.TokenInfo{}, model.NotFound("token")
+	case 2:
+		return model.TokenInfo{}, &model.Error{Kind: model.ErrConflict, Message: fmt.Sprintf("more than one token's id starts with %q; give more of it", prefix)}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM tokens WHERE hash = $1`, found[0].Hash); err != nil {
+		return model.TokenInfo{}, fail("delete token", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return model.TokenInfo{}, fail("delete token", err)
+	}
+	s.tokens.Forget(found[0].Hash)
+	return found[0], nil
 }

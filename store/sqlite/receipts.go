@@ -169,3 +169,70 @@ func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) 
 	id.Role = model.Role(role)
 	return id, nil
 }
+
+// ListTokens lists stored tokens, oldest first.
+func (s *Store) ListTokens(ctx context.Context, did string, limit int) ([]model.TokenInfo, error) {
+	rows, err := s.queryContacts(ctx, `SELECT hash, did, role, created_at_ms FROM tokens
+		WHERE ? = '' OR did = ? ORDER BY created_at_ms, hash LIMIT ?`, did, did, limitOr(limit, defaultLimit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list tokens: %w", err)
+	}
+	defer rows.Close()
+	out := []model.TokenInfo{}
+	for rows.Next() {
+		var t model.TokenInfo
+		var role string
+		if err := rows.Scan(&t.Hash, &t.DID, &role, &t.CreatedAtMS); err != nil {
+			return nil, fmt.Errorf("sqlite: list tokens: %w", err)
+		}
+		t.Role = model.Role(role)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteToken deletes the one token whose hash starts with prefix.
+func (s *Store) DeleteToken(ctx context.Context, did, prefix string) (model.TokenInfo, error) {
+	var gone model.TokenInfo
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		gone = model.TokenInfo{}
+		rows, err := tx.QueryContext(ctx, `SELECT hash, did, role, created_at_ms FROM tokens
+			WHERE substr(hash, 1, length(?1)) = ?1 AND (?2 = '' OR did = ?2) LIMIT 2`, prefix, did)
+		if err != nil {
+			return fmt.Errorf("sqlite: delete token: %w", err)
+		}
+		var found []model.TokenInfo
+		for rows.Next() {
+			var t model.TokenInfo
+			var role string
+			if err := rows.Scan(&t.Hash, &t.DID, &role, &t.CreatedAtMS); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlite: delete token: %w", err)
+			}
+			t.Role = model.Role(role)
+			found = append(found, t)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlite: delete token: %w", err)
+		}
+		switch len(found) {
+		case 0:
+			return model.NotFound("token")
+		case 2:
+			return &model.Error{Kind: model.ErrConflict, Message: fmt.Sprintf("more than one token's id starts with %q; give more of it", prefix)}
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE hash = ?`, found[0].Hash); err != nil {
+			return fmt.Errorf("sqlite: delete token: %w", err)
+		}
+		gone = found[0]
+		return nil
+	})
+	if gone.Hash != "" {
+		s.lk.tokens.Forget(gone.Hash)
+	}
+	return gone, err
+}

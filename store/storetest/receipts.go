@@ -265,4 +265,45 @@ func testTokens(t *testing.T, s store.Store) {
 	if id, err := s.Token(ctx, "sha256:AGENT"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("Token(differently cased hash) = %+v, %v; want model.ErrNotFound", id, err)
 	}
+
+	// Listing and revoking.
+	requireNoError(t, s.PutToken(ctx, "sha256:agent2", model.Identity{DID: alice, Role: model.RoleAgent}, base+1), "PutToken")
+	if _, err := s.Token(ctx, "sha256:agent2"); err != nil {
+		t.Fatalf("Token(agent2): %v", err)
+	}
+	all, err := s.ListTokens(ctx, "", 0)
+	requireNoError(t, err, "ListTokens")
+	if len(all) != 4 || all[3].Hash != "sha256:agent2" || all[3].CreatedAtMS != base+1 {
+		t.Fatalf("ListTokens = %+v, want 4, the newest last", all)
+	}
+	mine, err := s.ListTokens(ctx, alice, 0)
+	requireNoError(t, err, "ListTokens(alice)")
+	if len(mine) != 2 || mine[0].Hash != "sha256:agent" || mine[0].Identity != ids["sha256:agent"] {
+		t.Fatalf("ListTokens(alice) = %+v", mine)
+	}
+	if one, err := s.ListTokens(ctx, "", 1); err != nil || len(one) != 1 {
+		t.Fatalf("ListTokens(limit 1) = %+v, %v", one, err)
+	}
+	if _, err := s.DeleteToken(ctx, "", "sha256:agent"); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("DeleteToken(a prefix of two) = %v, want model.ErrConflict", err)
+	}
+	if _, err := s.DeleteToken(ctx, "", "sha256:nobody"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("DeleteToken(unknown) = %v, want model.ErrNotFound", err)
+	}
+	if _, err := s.DeleteToken(ctx, tunnel, "sha256:agent2"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("DeleteToken(another DID's) = %v, want model.ErrNotFound", err)
+	}
+	gone, err := s.DeleteToken(ctx, alice, "sha256:agent2")
+	requireNoError(t, err, "DeleteToken")
+	if gone.Hash != "sha256:agent2" || gone.DID != alice {
+		t.Fatalf("DeleteToken = %+v", gone)
+	}
+	// Asked for before the delete, so remembered: a revoked token must
+	// not live on in the store's memory.
+	if id, err := s.Token(ctx, "sha256:agent2"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("Token(revoked) = %+v, %v; want model.ErrNotFound", id, err)
+	}
+	if got, err := s.Token(ctx, "sha256:agent"); err != nil || got != ids["sha256:agent"] {
+		t.Fatalf("the other token of the DID went too: %+v, %v", got, err)
+	}
 }
