@@ -121,10 +121,20 @@ func checkBody(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		isType := errors.As(err, &te)
 		err = jsonError(err)
 		var me *model.Error
-		if errors.As(err, &me) && me.Message == "unknown field" {
+		switch {
+		case !errors.As(err, &me):
+		case me.Message == "unknown field":
 			if path := unknownFieldPath(body, reflect.TypeOf(v), me.Field); path != "" {
+				me.Field = path
+			}
+		case isType:
+			// encoding/json names a field inside an array without its
+			// index (routes.priority); the offset says which element.
+			if path := pathAt(body, te.Offset); path != "" && withoutIndexes(path) == me.Field {
 				me.Field = path
 			}
 		}

@@ -110,3 +110,94 @@ func jsonField(t reflect.Type, key string) (reflect.Type, bool) {
 	}
 	return fold, fold != nil
 }
+
+// pathAt is the dotted path (routes[1].priority) of the value of body that
+// ends at or after byte off, "" if body has none there.
+func pathAt(body []byte, off int64) string {
+	type frame struct {
+		obj       bool
+		expectKey bool
+		key       string
+		idx       int
+	}
+	var stack []frame
+	path := func() string {
+		var b strings.Builder
+		for _, f := range stack {
+			if f.obj {
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(f.key)
+			} else {
+				fmt.Fprintf(&b, "[%d]", f.idx)
+			}
+		}
+		return b.String()
+	}
+	done := func() { // the value at the top's position has been read
+		if n := len(stack); n > 0 {
+			if stack[n-1].obj {
+				stack[n-1].expectKey = true
+			} else {
+				stack[n-1].idx++
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].expectKey {
+			if tok == json.Delim('}') {
+				stack = stack[:n-1]
+				if dec.InputOffset() >= off {
+					return path()
+				}
+				done()
+				continue
+			}
+			key, _ := tok.(string)
+			stack[n-1].key, stack[n-1].expectKey = key, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			// encoding/json places a container of the wrong type just
+			// after its opening delimiter.
+			if dec.InputOffset() >= off {
+				return path()
+			}
+			stack = append(stack, frame{obj: tok == json.Delim('{'), expectKey: tok == json.Delim('{')})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if dec.InputOffset() >= off {
+				return path()
+			}
+			done()
+		default:
+			if dec.InputOffset() >= off {
+				return path()
+			}
+			done()
+		}
+	}
+}
+
+// withoutIndexes drops a path's array indexes: routes[1].priority is
+// routes.priority, as encoding/json names it.
+func withoutIndexes(path string) string {
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		if path[i] == '[' {
+			for i < len(path) && path[i] != ']' {
+				i++
+			}
+			continue
+		}
+		b.WriteByte(path[i])
+	}
+	return b.String()
+}

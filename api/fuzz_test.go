@@ -53,3 +53,4 @@ func FuzzRequestBodies(f *testing.F) {
 		}
 	})
 }
+

@@ -65,6 +65,23 @@ func TestHTTPReadReceipts(t *testing.T) {
 		}
 	})
 
+	t.Run("a group message's receipt is the group's", func(t *testing.T) {
+		// Without group_id it still belongs to the group, and replaces
+		// the reader's group receipt rather than taking it out of the
+		// group's list.
+		got := put(t, e.alice, wire.ReceiptRequest{MsgID: gm, ReaderDID: didAlice, Status: model.ReceiptAccepted, AtMS: 4000, Reason: "fine"})
+		if got.GroupID != didGroup {
+			t.Fatalf("receipt without group_id: %+v", got)
+		}
+		found := false
+		for _, r := range list(t, e.carol, url.Values{"group_id": {didGroup}, "reader": {didAlice}}) {
+			found = found || r.MsgID == gm && r.AtMS == 4000
+		}
+		if !found {
+			t.Fatal("the group no longer lists alice's receipt")
+		}
+	})
+
 	t.Run("list by message, group, reader", func(t *testing.T) {
 		put(t, e.bob, wire.ReceiptRequest{MsgID: dm, ReaderDID: didBob, Status: model.ReceiptReaded, AtMS: 10})
 		for _, c := range []struct {

@@ -52,7 +52,7 @@ func TestHTTPGroupSubscribers(t *testing.T) {
 			c("missing subscribers", "PUT", path, e.admin, `{}`, 400, inv, "subscribers"),
 			c("subscribers null", "PUT", path, e.admin, `{"subscribers":null}`, 400, inv, "subscribers"),
 			c("subscribers wrong type", "PUT", path, e.admin, `{"subscribers":"did:bob"}`, 400, inv, "subscribers"),
-			c("subscriber wrong type", "PUT", path, e.admin, `{"subscribers":["did:bob",7]}`, 400, inv, "subscribers"),
+			c("subscriber wrong type", "PUT", path, e.admin, `{"subscribers":["did:bob",7]}`, 400, inv, "subscribers[1]"),
 			c("subscriber with space", "PUT", path, e.admin, `{"subscribers":["did:bob","did x"]}`, 400, inv, "subscribers[1]"),
 			c("empty subscriber", "PUT", path, e.admin, `{"subscribers":[""]}`, 400, inv, "subscribers[0]"),
 			c("unknown field", "PUT", path, e.admin, `{"subscribers":[],"owner":"x"}`, 400, inv, "owner"),

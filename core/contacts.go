@@ -126,10 +126,20 @@ func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string,
 	if len(routes) > MaxRoutes {
 		return nil, model.Invalid("routes", fmt.Sprintf("at most %d routes", MaxRoutes))
 	}
+	seen := make(map[[3]string]int, len(routes))
 	for i := range routes {
 		if err := checkContactRoute(fmt.Sprintf("routes[%d]", i), &routes[i]); err != nil {
 			return nil, err
 		}
+		// One endpoint is one delivery record (its id follows from the
+		// tunnel, address and chat): a repeat would be the same record
+		// twice, with one of the two routes' settings.
+		r := &routes[i]
+		key := [3]string{r.TunnelDID, r.Address, r.ChatID}
+		if j, ok := seen[key]; ok {
+			return nil, model.Invalid(fmt.Sprintf("routes[%d]", i), fmt.Sprintf("reaches the same endpoint as routes[%d] (tunnel_did, address and chat_id); give each endpoint once", j))
+		}
+		seen[key] = i
 	}
 	if err := s.st.SetRoutes(ctx, did, routes); err != nil {
 		return nil, err
@@ -188,16 +198,28 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 	if err != nil {
 		return zero, err // a message the caller cannot read does not exist for it
 	}
-	if req.GroupID != "" {
+	m, err := message.Decode(body)
+	if err != nil {
+		return zero, fmt.Errorf("message %s: %w", req.MsgID, err)
+	}
+	group := req.GroupID
+	switch {
+	case group != "" && m.From != group:
 		// Listed by group to the group's members: a receipt may name only
 		// the group the message went to, or a private message's receipt,
 		// with its reason, would show to another group.
-		m, err := message.Decode(body)
+		return zero, model.Invalid("group_id", fmt.Sprintf("message %s was not sent to group %s", req.MsgID, group))
+	case group == "" && m.Source != "":
+		// A group message's receipt is the group's whether or not the
+		// request says so: one receipt per (message, reader), and one
+		// that left the group out replaced the group's, which then no
+		// longer listed it.
+		d, err := s.st.GroupDelivery(ctx, m.From)
 		if err != nil {
-			return zero, fmt.Errorf("message %s: %w", req.MsgID, err)
+			return zero, err
 		}
-		if m.From != req.GroupID {
-			return zero, model.Invalid("group_id", fmt.Sprintf("message %s was not sent to group %s", req.MsgID, req.GroupID))
+		if d != "" {
+			group = m.From
 		}
 	}
 	now := s.nowMS()
@@ -212,7 +234,7 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 			time.Duration(at-now)*time.Millisecond, maxReceiptSkew))
 	}
 	return s.st.PutReceipt(ctx, model.Receipt{MsgID: req.MsgID, Iss: who.DID, Reader: req.ReaderDID,
-		GroupID: req.GroupID, AtMS: at, Status: req.Status, Reason: req.Reason})
+		GroupID: group, AtMS: at, Status: req.Status, Reason: req.Reason})
 }
 
 // ListReceipts is list_read_receipts by message, group or reader. Agents

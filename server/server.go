@@ -198,6 +198,13 @@ func Migrate(ctx context.Context, cfg Config) (int, error) {
 		}
 		return postgres.Migrate(ctx, cfg.PostgresURL, postgres.Options{Logger: cfg.Logger})
 	}
+	if k := strings.ToLower(cfg.Store); k != "" && k != "sqlite" {
+		return 0, fmt.Errorf("--store must be sqlite or postgres, got %q", cfg.Store)
+	}
+	// As serve does: a new data directory is made, not refused.
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return 0, fmt.Errorf("data directory: %w", err)
+	}
 	// The data directory's lock, as serve takes it: migrating beside a
 	// running server is refused with the server's pid.
 	unlock, err := LockDataDir(cfg.DataDir)
@@ -209,7 +216,11 @@ func Migrate(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return 0, st.Close()
+	n := 0
+	if s, ok := st.(interface{ MigrationsApplied() int }); ok {
+		n = s.MigrationsApplied()
+	}
+	return n, st.Close()
 }
 
 // ensureAdminToken creates the admin token file on first start, and makes

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,4 +70,26 @@ func TestLockDataDir(t *testing.T) {
 		t.Fatalf("lock after unlock: %v", err)
 	}
 	unlock2()
+}
+
+// TestMigrate: a new data directory is made and every migration applied,
+// and says so; a second run applies none; an unknown store is refused
+// before anything is made.
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "new")
+	n, err := Migrate(t.Context(), Config{DataDir: dir})
+	if err != nil || n == 0 {
+		t.Fatalf("first migrate: %d, %v", n, err)
+	}
+	if n, err = Migrate(t.Context(), Config{DataDir: dir}); err != nil || n != 0 {
+		t.Fatalf("second migrate: %d, %v", n, err)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	if _, err := Migrate(t.Context(), Config{DataDir: other, Store: "mysql"}); err == nil || !strings.Contains(err.Error(), "--store must be sqlite or postgres") {
+		t.Fatalf("unknown store: %v", err)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an unknown store made its directory: %v", err)
+	}
 }

@@ -44,6 +44,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	defer s.tempStore(ctx, "MEMORY")
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		s.applied = 0
 		var cur int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&cur); err != nil {
 			return fmt.Errorf("sqlite: read schema version: %w", err)
@@ -66,6 +67,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if cur == latest {
 			return nil
 		}
+		s.applied = latest - cur
 		// PRAGMA takes no bound parameters; latest is our own integer.
 		if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(latest)); err != nil {
 			return fmt.Errorf("sqlite: set schema version: %w", err)
@@ -73,6 +75,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		return nil
 	})
 }
+
+// MigrationsApplied is how many migrations Open applied to the file.
+func (s *Store) MigrationsApplied() int { return s.applied }
 
 // tempStore sets the writer's temp_store between transactions (SQLite
 // refuses to change it inside one).

@@ -64,6 +64,8 @@ type Store struct {
 	r   *sql.DB // read-only pool
 	log *slog.Logger
 	st  stmts
+	// applied is how many migrations Open applied (MigrationsApplied).
+	applied int
 
 	reqs      chan *writeReq // to writeLoop
 	quit      chan struct{}  // closed by Close
