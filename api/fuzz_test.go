@@ -53,4 +53,3 @@ func FuzzRequestBodies(f *testing.F) {
 		}
 	})
 }
-
