@@ -51,7 +51,7 @@ func newGroupSetCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&clear, "clear", false, "remove every subscriber")
-	cmd.Flags().StringVar(&delivery, "delivery", "", `how messages reach subscribers: "members" (a record in each INBOX) or "group" (once, in the group's GROUP_INBOX, which members read); unset keeps it`)
+	cmd.Flags().StringVar(&delivery, "delivery", "", `how messages reach subscribers: "members" (a record in each INBOX) or "group" (once, in the group's GROUP_INBOX, which members read); unset keeps the current one (the subscribers are always given: list them all to change only the delivery)`)
 	return cmd
 }
 

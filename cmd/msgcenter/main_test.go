@@ -553,3 +553,22 @@ func TestNetworkErrorHints(t *testing.T) {
 		t.Errorf("bad listen address: exit %d, stderr %q", listen.code, listen.stderr)
 	}
 }
+
+// serve's flags come from MSGCENTER_<NAME> when not given, and a value a
+// flag refuses names the variable; the flag wins over the variable.
+func TestServeFlagsFromEnv(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := runCLI(t, nil, map[string]string{"MSGCENTER_MAX_ATTEMPTS": "x"}, "serve", "--data", dir)
+	if r.code != 2 || !strings.Contains(r.stderr, `MSGCENTER_MAX_ATTEMPTS="x"`) {
+		t.Fatalf("bad variable: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, nil, map[string]string{"MSGCENTER_DEFAULT_LEASE": "100ms"}, "serve", "--data", dir)
+	if r.code != 2 || !strings.Contains(r.stderr, "--default-lease must be at least 1s") {
+		t.Fatalf("variable not read: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, nil, map[string]string{"MSGCENTER_LOG_LEVEL": "loud"}, "serve", "--data", dir, "--log-level", "chatty")
+	if r.code != 2 || !strings.Contains(r.stderr, `"chatty"`) {
+		t.Fatalf("the flag did not win: exit %d stderr %q", r.code, r.stderr)
+	}
+}

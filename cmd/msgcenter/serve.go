@@ -42,6 +42,9 @@ keys are kept as long as the longest period. For example:
   msgcenter serve --retention INBOX=90d,CONSUMER=1d,TUNNEL_OUTBOX=off --retention-events 7d`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd, g, "durability", "max-attempts", "max-message-bytes", "default-lease", "log-level", "log-format"); err != nil {
+				return err
+			}
 			if !cmd.Flags().Changed("listen") {
 				if v := g.env("MSGCENTER_LISTEN"); v != "" {
 					listen = v
@@ -80,14 +83,35 @@ keys are kept as long as the longest period. For example:
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", server.DefaultListen, "address to listen on, HOST:PORT (env MSGCENTER_LISTEN)")
 	addStoreFlags(cmd, &storeKind, &postgresURL)
-	f.StringVar(&durability, "durability", "normal", "normal: survives a process crash; full: also an OS crash (fsync per commit)")
-	f.IntVar(&maxAttempts, "max-attempts", 3, "failed attempts after which a record is DEAD")
-	f.IntVar(&maxMessageBytes, "max-message-bytes", 1<<20, "largest accepted message (canonical JSON bytes)")
-	f.DurationVar(&defaultLease, "default-lease", 300*time.Second, "lease of a claim that names none")
+	f.StringVar(&durability, "durability", "normal", "normal: survives a process crash; full: also an OS crash (fsync per commit) (env MSGCENTER_DURABILITY)")
+	f.IntVar(&maxAttempts, "max-attempts", 3, "failed attempts after which a record is DEAD (env MSGCENTER_MAX_ATTEMPTS)")
+	f.IntVar(&maxMessageBytes, "max-message-bytes", 1<<20, "largest accepted message (canonical JSON bytes) (env MSGCENTER_MAX_MESSAGE_BYTES)")
+	f.DurationVar(&defaultLease, "default-lease", 300*time.Second, "lease of a claim that names none (env MSGCENTER_DEFAULT_LEASE)")
 	retention.bind(f)
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env MSGCENTER_LOG_LEVEL)")
+	f.StringVar(&logFormat, "log-format", "text", "text or json (env MSGCENTER_LOG_FORMAT)")
 	return cmd
+}
+
+// flagsFromEnv sets each named flag that the command line did not give
+// from MSGCENTER_<NAME> (dashes as underscores), so that a unit file or a
+// container needs no command line. A value the flag refuses is an error
+// that names the variable.
+func flagsFromEnv(cmd *cobra.Command, g *globals, names ...string) error {
+	for _, name := range names {
+		if cmd.Flags().Changed(name) {
+			continue
+		}
+		env := "MSGCENTER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		v := g.env(env)
+		if v == "" {
+			continue
+		}
+		if err := cmd.Flags().Set(name, v); err != nil {
+			return usagef("%s=%q: %v", env, v, err)
+		}
+	}
+	return nil
 }
 
 // addStoreFlags adds the flags that pick the store driver (serve, migrate).
