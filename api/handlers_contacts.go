@@ -70,6 +70,19 @@ func (a *API) getSubscribers(w http.ResponseWriter, r *http.Request, who model.I
 	return nil
 }
 
+func (a *API) listBlocks(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	limit, err := queryLimit(r)
+	if err != nil {
+		return err
+	}
+	res, err := a.svc.Blocks(r.Context(), who, r.PathValue("owner"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
 func (a *API) block(w http.ResponseWriter, r *http.Request, who model.Identity) error {
 	return a.setBlock(w, r, who, true)
 }

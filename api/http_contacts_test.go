@@ -184,6 +184,16 @@ func TestHTTPBlocks(t *testing.T) {
 		}
 	})
 
+	t.Run("listed", func(t *testing.T) {
+		got := ok[wire.BlocksResult](t, e.do(t, "GET", "/v1/contacts/"+esc(didBob)+"/blocks", e.bob, nil))
+		if len(got.Items) != 1 || got.Items[0].Owner != didBob || got.Items[0].DID != didAlice || got.Items[0].AtMS == 0 {
+			t.Fatalf("bob's blocks %+v", got)
+		}
+		if got := ok[wire.BlocksResult](t, e.do(t, "GET", "/v1/contacts/"+esc(didCarol)+"/blocks", e.admin, nil)); len(got.Items) != 0 {
+			t.Fatalf("carol's blocks %+v", got)
+		}
+	})
+
 	t.Run("bad input and others' blocks", func(t *testing.T) {
 		c := func(name, method, path, token string, status int, code, field string) badCase {
 			return badCase{name: name, method: method, path: path, token: token, status: status, code: code, field: field}
@@ -195,6 +205,8 @@ func TestHTTPBlocks(t *testing.T) {
 			c("alice blocks for bob", "PUT", "/v1/contacts/did:bob/blocks/did:carol", e.alice, 403, wire.CodeForbidden, ""),
 			c("alice unblocks for bob", "DELETE", block, e.alice, 403, wire.CodeForbidden, ""),
 			c("tunnel blocks for bob", "PUT", "/v1/contacts/did:bob/blocks/did:carol", e.tunnel, 403, wire.CodeForbidden, ""),
+			c("alice lists bob's blocks", "GET", "/v1/contacts/did:bob/blocks", e.alice, 403, wire.CodeForbidden, ""),
+			c("bob blocks himself", "PUT", "/v1/contacts/did:bob/blocks/did:bob", e.bob, 400, wire.CodeInvalid, "did"),
 			{name: "a body that is not JSON", method: "PUT", path: "/v1/contacts/did:bob/blocks/did:carol", token: e.bob,
 				body: "not json at all", status: 400, code: wire.CodeInvalid},
 			{name: "a body with a field", method: "DELETE", path: block, token: e.bob,

@@ -115,6 +115,8 @@ var oaSchemaTypes = map[string]reflect.Type{
 	"FlushResult":         reflect.TypeFor[wire.FlushResult](),
 	"TokenRequest":        reflect.TypeFor[wire.TokenRequest](),
 	"TokenResult":         reflect.TypeFor[wire.TokenResult](),
+	"Block":               reflect.TypeFor[model.Block](),
+	"BlocksResult":        reflect.TypeFor[wire.BlocksResult](),
 	"TokenInfo":           reflect.TypeFor[wire.TokenInfo](),
 	"TokensResult":        reflect.TypeFor[wire.TokensResult](),
 	"ConsumerFilter":      reflect.TypeFor[model.ConsumerFilter](),

@@ -175,6 +175,7 @@ func (a *API) routes() []route {
 		r("GET", "/v1/read_receipts", a.listReceipts, "msg_id", "group_id", "reader", "limit"),
 		r("PUT", "/v1/groups/{group}/subscribers", a.setSubscribers),
 		r("GET", "/v1/groups/{group}/subscribers", a.getSubscribers),
+		r("GET", "/v1/contacts/{owner}/blocks", a.listBlocks, "limit"),
 		r("PUT", "/v1/contacts/{owner}/blocks/{did}", a.block),
 		r("DELETE", "/v1/contacts/{owner}/blocks/{did}", a.unblock),
 		r("PUT", "/v1/routes/{did}", a.setRoutes),

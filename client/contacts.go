@@ -74,6 +74,17 @@ func (c *Client) Block(ctx context.Context, owner, did string) (*wire.BlockResul
 	return c.block(ctx, http.MethodPut, owner, did)
 }
 
+// Blocks lists whom owner blocks (GET /v1/contacts/{owner}/blocks).
+func (c *Client) Blocks(ctx context.Context, owner string, limit int) (*wire.BlocksResult, error) {
+	v := url.Values{}
+	setLimit(v, limit)
+	var out wire.BlocksResult
+	if _, err := c.call(ctx, http.MethodGet, "/v1/contacts/"+url.PathEscape(owner)+"/blocks", v, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Unblock lifts a block (DELETE /v1/contacts/{owner}/blocks/{did}).
 func (c *Client) Unblock(ctx context.Context, owner, did string) (*wire.BlockResult, error) {
 	return c.block(ctx, http.MethodDelete, owner, did)

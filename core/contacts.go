@@ -112,6 +112,25 @@ func (s *Service) Block(ctx context.Context, who model.Identity, owner, did stri
 	return &wire.BlockResult{Owner: owner, DID: did, Blocked: on}, nil
 }
 
+// Blocks lists whom owner blocks, by DID; owner itself or an admin may ask.
+func (s *Service) Blocks(ctx context.Context, who model.Identity, owner string, limit int) (*wire.BlocksResult, error) {
+	if err := message.CheckDID("owner", owner, true); err != nil {
+		return nil, err
+	}
+	if err := canAct(who, owner); err != nil {
+		return nil, err
+	}
+	limit, err := checkLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	items, err := s.st.ListBlocks(ctx, owner, limit)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.BlocksResult{Items: items}, nil
+}
+
 // SetRoutes replaces the endpoints through which did is reached.
 func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string, routes []model.ContactRoute) (*wire.RoutesResult, error) {
 	if err := message.CheckDID("did", did, true); err != nil {

@@ -136,6 +136,13 @@ type Identity struct {
 	Role Role   `json:"role"`
 }
 
+// Block is one owner refusing one sender (a DID or a group).
+type Block struct {
+	Owner string `json:"owner"`
+	DID   string `json:"did"`
+	AtMS  int64  `json:"at_ms"`
+}
+
 // TokenInfo is a stored token: its hash (never the token), the identity it
 // acts as, and when it was made.
 type TokenInfo struct {

@@ -106,6 +106,8 @@ type Store interface {
 	SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error
 	// BlockedBy returns which of owners block sender.
 	BlockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error)
+	// ListBlocks lists whom owner blocks, by DID, at most limit.
+	ListBlocks(ctx context.Context, owner string, limit int) ([]model.Block, error)
 	SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error
 	Routes(ctx context.Context, did string) ([]model.ContactRoute, error)
 

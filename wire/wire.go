@@ -228,6 +228,11 @@ type BlockResult struct {
 	Blocked bool   `json:"blocked"`
 }
 
+// BlocksResult lists whom an owner blocks, by DID.
+type BlocksResult struct {
+	Items []model.Block `json:"items"`
+}
+
 // RoutesRequest replaces a DID's routes.
 type RoutesRequest struct {
 	Routes []model.ContactRoute `json:"routes"`

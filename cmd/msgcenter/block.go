@@ -54,3 +54,39 @@ func runBlock(g *globals, cmd *cobra.Command, a []string, call blockFunc) error 
 		return err
 	})
 }
+
+func newBlocksCmd(g *globals) *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use:     "blocks OWNER",
+		Short:   "List whom OWNER blocks",
+		Example: "  msgcenter blocks did:x:bob",
+		Args:    args("OWNER"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := checkLimit(limit); err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Blocks(cmd.Context(), a[0], limit)
+			if err != nil {
+				return err
+			}
+			return g.emit(cmd, res, func(w io.Writer) error {
+				if len(res.Items) == 0 {
+					_, err := fmt.Fprintf(w, "%s blocks no one\n", a[0])
+					return err
+				}
+				tw := newTable(w, "BLOCKED", "SINCE")
+				for _, b := range res.Items {
+					row(tw, b.DID, fmtMS(b.AtMS))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many, 1..1000 (default: the server's)")
+	return cmd
+}

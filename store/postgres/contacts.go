@@ -228,3 +228,25 @@ func (s *Store) routes(ctx context.Context, did string) ([]model.ContactRoute, e
 	}
 	return out, nil
 }
+
+// ListBlocks lists whom owner blocks, by DID.
+func (s *Store) ListBlocks(ctx context.Context, owner string, limit int) ([]model.Block, error) {
+	rows, err := s.pool.Query(ctx, `SELECT blocked, at_ms FROM blocks WHERE owner = $1
+		ORDER BY blocked LIMIT $2`, owner, limitOr(limit, defaultLimit))
+	if err != nil {
+		return nil, fail("list blocks", err)
+	}
+	defer rows.Close()
+	out := []model.Block{}
+	for rows.Next() {
+		b := model.Block{Owner: owner}
+		if err := rows.Scan(&b.DID, &b.AtMS); err != nil {
+			return nil, fail("list blocks", err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("list blocks", err)
+	}
+	return out, nil
+}

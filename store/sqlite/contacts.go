@@ -219,3 +219,25 @@ func (s *Store) routes(ctx context.Context, did string) ([]model.ContactRoute, e
 	}
 	return out, nil
 }
+
+// ListBlocks lists whom owner blocks, by DID.
+func (s *Store) ListBlocks(ctx context.Context, owner string, limit int) ([]model.Block, error) {
+	rows, err := s.queryContacts(ctx, `SELECT blocked, at_ms FROM blocks WHERE owner = ?
+		ORDER BY blocked LIMIT ?`, owner, limitOr(limit, defaultLimit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list blocks: %w", err)
+	}
+	defer rows.Close()
+	out := []model.Block{}
+	for rows.Next() {
+		b := model.Block{Owner: owner}
+		if err := rows.Scan(&b.DID, &b.AtMS); err != nil {
+			return nil, fmt.Errorf("sqlite: list blocks: %w", err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list blocks: %w", err)
+	}
+	return out, nil
+}

@@ -180,6 +180,20 @@ func testBlocks(t *testing.T, s store.Store) {
 	requireNoError(t, s.SetBlock(ctx, dave, spam, false, base+3), "SetBlock off without a block")
 	requireBlockedBy(t, s, spam, []string{alice, bob, carol, dave}, carol)
 	requireBlockedBy(t, s, other, owners, bob)
+
+	requireNoError(t, s.SetBlock(ctx, carol, other, true, base+4), "SetBlock")
+	got, err := s.ListBlocks(ctx, carol, 0)
+	requireNoError(t, err, "ListBlocks")
+	want := []model.Block{{Owner: carol, DID: other, AtMS: base + 4}, {Owner: carol, DID: spam, AtMS: base}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListBlocks(carol) = %+v, want %+v", got, want)
+	}
+	if got, err := s.ListBlocks(ctx, carol, 1); err != nil || len(got) != 1 || got[0].DID != other {
+		t.Fatalf("ListBlocks(carol, 1) = %+v, %v", got, err)
+	}
+	if got, err := s.ListBlocks(ctx, alice, 0); err != nil || len(got) != 0 {
+		t.Fatalf("ListBlocks(alice), whose block was lifted = %+v, %v", got, err)
+	}
 }
 
 func requireRoutes(t *testing.T, s store.Store, did string, want []model.ContactRoute) {
