@@ -136,11 +136,14 @@ func (a *API) conversations(w http.ResponseWriter, r *http.Request, who model.Id
 	if err != nil {
 		return err
 	}
-	limit, err := queryLimit(r)
-	if err != nil {
+	q := wire.ConversationQuery{Owner: owner, CursorThreadKey: r.URL.Query().Get("cursor_thread_key")}
+	if q.Limit, err = queryLimit(r); err != nil {
 		return err
 	}
-	res, err := a.svc.Conversations(r.Context(), who, owner, limit)
+	if q.CursorUpdatedAtMS, err = queryInt(r, "cursor_updated_at_ms"); err != nil {
+		return err
+	}
+	res, err := a.svc.Conversations(r.Context(), who, q)
 	if err != nil {
 		return err
 	}

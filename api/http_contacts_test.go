@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/url"
 	"reflect"
 	"testing"
@@ -279,6 +280,19 @@ func TestHTTPConversations(t *testing.T) {
 			res.Items[0].LastBox != model.Outbox || res.Items[0].UnreadCount != 3 {
 			t.Fatalf("after alice's reply %+v", res.Items)
 		}
+		// the next page, from the cursor of the full one
+		next := fmt.Sprintf("%s?limit=1&cursor_updated_at_ms=%d&cursor_thread_key=%s", path, res.NextCursorUpdatedAtMS, url.QueryEscape(res.NextCursorThreadKey))
+		if res.NextCursorThreadKey != "dm:did:bob" {
+			t.Fatalf("full page without its cursor: %+v", res)
+		}
+		res = ok[wire.ConversationsResult](t, e.do(t, "GET", next, e.alice, nil))
+		if len(res.Items) != 1 || res.Items[0].ThreadKey != "dm:did:carol" {
+			t.Fatalf("second page %+v", res.Items)
+		}
+		e.runBad(t, []badCase{
+			{name: "cursor without its thread", method: "GET", path: path + "?cursor_updated_at_ms=5", token: e.alice, status: 400, code: wire.CodeInvalid, field: "cursor_thread_key"},
+			{name: "cursor not a number", method: "GET", path: path + "?cursor_updated_at_ms=x&cursor_thread_key=a", token: e.alice, status: 400, code: wire.CodeInvalid, field: "cursor_updated_at_ms"},
+		})
 	})
 
 	t.Run("unread count follows reads", func(t *testing.T) {

@@ -124,11 +124,15 @@ func (c *Client) GetRoutes(ctx context.Context, did string) (*wire.RoutesResult,
 
 // Conversations lists an owner's conversations, latest first
 // (GET /v1/owners/{owner}/conversations). limit <= 0 uses the server's default.
-func (c *Client) Conversations(ctx context.Context, owner string, limit int) (*wire.ConversationsResult, error) {
+func (c *Client) Conversations(ctx context.Context, q wire.ConversationQuery) (*wire.ConversationsResult, error) {
 	v := url.Values{}
-	setLimit(v, limit)
+	setLimit(v, q.Limit)
+	if q.CursorThreadKey != "" {
+		v.Set("cursor_updated_at_ms", strconv.FormatInt(q.CursorUpdatedAtMS, 10))
+		v.Set("cursor_thread_key", q.CursorThreadKey)
+	}
 	var out wire.ConversationsResult
-	if _, err := c.call(ctx, http.MethodGet, "/v1/owners/"+seg(owner)+"/conversations", v, nil, &out); err != nil {
+	if _, err := c.call(ctx, http.MethodGet, "/v1/owners/"+seg(q.Owner)+"/conversations", v, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

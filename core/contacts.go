@@ -297,23 +297,37 @@ func (s *Service) ListReceipts(ctx context.Context, who model.Identity, q wire.R
 	return &wire.ReceiptsResult{Items: items}, nil
 }
 
-// Conversations lists owner's conversations, most recently updated first.
-func (s *Service) Conversations(ctx context.Context, who model.Identity, owner string, limit int) (*wire.ConversationsResult, error) {
-	if err := canAct(who, owner); err != nil {
+// Conversations pages owner's conversations, most recently updated first.
+// A conversation updated while a client pages moves to the first page: a
+// client that wants what changed reads from the top again.
+func (s *Service) Conversations(ctx context.Context, who model.Identity, q wire.ConversationQuery) (*wire.ConversationsResult, error) {
+	if err := canAct(who, q.Owner); err != nil {
 		return nil, err
 	}
-	limit, err := checkLimit(limit)
+	limit, err := checkLimit(q.Limit)
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.st.ListConversations(ctx, owner, limit)
+	if (q.CursorThreadKey == "") != (q.CursorUpdatedAtMS == 0) {
+		return nil, model.Invalid("cursor_thread_key", "give cursor_updated_at_ms and cursor_thread_key together (the next_cursor_* of the page before), or neither")
+	}
+	if q.CursorUpdatedAtMS < 0 {
+		return nil, model.Invalid("cursor_updated_at_ms", "must not be negative")
+	}
+	items, err := s.st.ListConversations(ctx, store.ConversationQuery{Owner: q.Owner, Limit: limit,
+		CursorUpdatedAtMS: q.CursorUpdatedAtMS, CursorThreadKey: q.CursorThreadKey})
 	if err != nil {
 		return nil, err
 	}
 	if items == nil {
 		items = []model.Conversation{}
 	}
-	return &wire.ConversationsResult{Items: items}, nil
+	res := &wire.ConversationsResult{Items: items}
+	if len(items) == limit {
+		last := items[len(items)-1]
+		res.NextCursorUpdatedAtMS, res.NextCursorThreadKey = last.UpdatedAtMS, last.ThreadKey
+	}
+	return res, nil
 }
 
 // Events pages the event log. Admins see everything; others see the

@@ -168,7 +168,7 @@ func check(rt *rapid.T, s *Service, owner string, recs []*modelRec) {
 			unread++
 		}
 	}
-	conv, err := s.Conversations(context.Background(), agent(owner), owner, 0)
+	conv, err := s.Conversations(context.Background(), agent(owner), wire.ConversationQuery{Owner: owner})
 	if err != nil {
 		rt.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestDirectConversationThreads(t *testing.T) {
 			t.Errorf("%s's %s threads: %q, want %q", c.owner, c.box, got, c.want)
 		}
 	}
-	conv, err := s.Conversations(ctx, agent(bob), bob, 10)
+	conv, err := s.Conversations(ctx, agent(bob), wire.ConversationQuery{Owner: bob, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ type Store interface {
 	PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error)
 	ListReceipts(ctx context.Context, f ReceiptFilter) ([]model.Receipt, error)
 
-	ListConversations(ctx context.Context, owner string, limit int) ([]model.Conversation, error)
+	ListConversations(ctx context.Context, q ConversationQuery) ([]model.Conversation, error)
 	ListEvents(ctx context.Context, f EventFilter) ([]model.Event, error)
 
 	Consumers
@@ -249,6 +249,16 @@ type Update struct {
 	NowMS       int64
 	EventType   string
 	EventDetail string
+}
+
+// ConversationQuery pages an owner's conversations, most recently updated
+// first: after the conversation (CursorUpdatedAtMS, CursorThreadKey) when
+// CursorThreadKey is set (the last of the page before).
+type ConversationQuery struct {
+	Owner             string
+	Limit             int
+	CursorUpdatedAtMS int64
+	CursorThreadKey   string
 }
 
 // ListParams pages a box by (sort_key, record_id).

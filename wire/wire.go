@@ -247,6 +247,19 @@ type RoutesResult struct {
 // ConversationsResult lists an owner's conversations, latest first.
 type ConversationsResult struct {
 	Items []model.Conversation `json:"items"`
+	// Set when the page is full: pass them back for the next page.
+	NextCursorUpdatedAtMS int64  `json:"next_cursor_updated_at_ms,omitempty"`
+	NextCursorThreadKey   string `json:"next_cursor_thread_key,omitempty"`
+}
+
+// ConversationQuery pages GET /v1/owners/{owner}/conversations, most
+// recently updated first; the cursor is the last conversation of the page
+// before (both fields, or neither).
+type ConversationQuery struct {
+	Owner             string
+	Limit             int
+	CursorUpdatedAtMS int64
+	CursorThreadKey   string
 }
 
 // EventsResult is a page of the event log; pass NextAfter as after.

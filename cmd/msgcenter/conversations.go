@@ -5,24 +5,27 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/msgcenter/msgcenter/wire"
 )
 
 func newConversationsCmd(g *globals) *cobra.Command {
-	var limit int
+	var q wire.ConversationQuery
 	cmd := &cobra.Command{
 		Use:     "conversations OWNER",
 		Short:   "List an owner's conversations with unread counts, latest first",
 		Example: "  msgcenter conversations did:x:bob --limit 20",
 		Args:    args("OWNER"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if err := checkLimit(limit); err != nil {
+			if err := checkLimit(q.Limit); err != nil {
 				return err
 			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			res, err := c.Conversations(cmd.Context(), a[0], limit)
+			q.Owner = a[0]
+			res, err := c.Conversations(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
@@ -35,10 +38,19 @@ func newConversationsCmd(g *globals) *cobra.Command {
 				for _, cv := range res.Items {
 					row(tw, cv.ThreadKey, cv.UnreadCount, cv.LastSeq, cv.LastBox, fmtMS(cv.UpdatedAtMS), cv.LastRecordID)
 				}
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				if res.NextCursorThreadKey != "" {
+					_, err := fmt.Fprintf(w, "\nnext page: --cursor-updated-at-ms %d --cursor-thread-key %s\n", res.NextCursorUpdatedAtMS, res.NextCursorThreadKey)
+					return err
+				}
+				return nil
 			})
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many, 1..1000 (default: the server's)")
+	cmd.Flags().IntVar(&q.Limit, "limit", 0, "at most this many, 1..1000 (default: the server's)")
+	cmd.Flags().Int64Var(&q.CursorUpdatedAtMS, "cursor-updated-at-ms", 0, "resume after this conversation (from the previous page, with --cursor-thread-key)")
+	cmd.Flags().StringVar(&q.CursorThreadKey, "cursor-thread-key", "", "resume after this conversation (from the previous page)")
 	return cmd
 }

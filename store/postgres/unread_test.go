@@ -53,7 +53,7 @@ func readAll(t *testing.T, s store.Store, owner string, n int) {
 
 func unreadOf(t *testing.T, s store.Store, owner, thread string) int64 {
 	t.Helper()
-	cs, err := s.ListConversations(t.Context(), owner, 0)
+	cs, err := s.ListConversations(t.Context(), store.ConversationQuery{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestUnreadCountsUnderConcurrentFolds(t *testing.T) {
 			reading = false
 		default:
 		}
-		cs, err := nodes[0].ListConversations(t.Context(), owner, 0)
+		cs, err := nodes[0].ListConversations(t.Context(), store.ConversationQuery{Owner: owner})
 		if err != nil {
 			t.Error(err)
 			break

@@ -92,7 +92,7 @@ func TestFailedInsertLeavesNoRecords(t *testing.T) {
 		t.Fatalf("%d events, %v; want only the first send's %d", len(evs), err, len(before.Created))
 	}
 	for _, owner := range []string{"did:a", "did:b"} {
-		if cs, err := s.ListConversations(ctx, owner, 10); err != nil || len(cs) != 0 {
+		if cs, err := s.ListConversations(ctx, store.ConversationQuery{Owner: owner, Limit: 10}); err != nil || len(cs) != 0 {
 			t.Fatalf("%s's conversations after the failed send: %+v, %v; want none", owner, cs, err)
 		}
 	}

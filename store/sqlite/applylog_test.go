@@ -94,7 +94,7 @@ func snap(t fataler, s *Store, owners []string) snapshot {
 			}
 			out.Boxes[o+"/"+string(b)] = recs
 		}
-		convs, err := s.ListConversations(ctx, o, 1000)
+		convs, err := s.ListConversations(ctx, store.ConversationQuery{Owner: o, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

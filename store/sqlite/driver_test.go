@@ -157,7 +157,7 @@ func TestApplyClaimUpdate(t *testing.T) {
 	if b, err := s.GetMessage(ctx, "m1"); err != nil || string(b) != `{"a":1}` {
 		t.Fatalf("message: %s %v", b, err)
 	}
-	conv, _ := s.ListConversations(ctx, "bob", 10)
+	conv, _ := s.ListConversations(ctx, store.ConversationQuery{Owner: "bob", Limit: 10})
 	if len(conv) != 1 || conv[0].UnreadCount != 2 || conv[0].LastSeq != 2 {
 		t.Fatalf("conversations: %+v", conv)
 	}
@@ -187,7 +187,7 @@ func TestApplyClaimUpdate(t *testing.T) {
 	if err != nil || u.State != model.Readed || u.Lease != nil || u.Delivery.Attempts != 1 || u.UpdatedAtMS != 102 {
 		t.Fatalf("update: %+v %v", u, err)
 	}
-	conv, _ = s.ListConversations(ctx, "bob", 10)
+	conv, _ = s.ListConversations(ctx, store.ConversationQuery{Owner: "bob", Limit: 10})
 	if conv[0].UnreadCount != 1 {
 		t.Fatalf("unread after read: %+v", conv)
 	}

@@ -128,7 +128,7 @@ func TestGroupApplyInsertsRecordsTogether(t *testing.T) {
 					t.Fatalf("stored record %s (seq %d) is not what Apply reported: %+v", r.RecordID, r.Seq, c)
 				}
 			}
-			convs, err := s.ListConversations(ctx, alice, 10)
+			convs, err := s.ListConversations(ctx, store.ConversationQuery{Owner: alice, Limit: 10})
 			if err != nil || len(convs) != 1 || convs[0].UnreadCount != int64(n-2) || convs[0].LastSeq != int64(n-2) {
 				t.Fatalf("alice's conversations = %+v, %v; want one, %d unread, last seq %d", convs, err, n-2, n-2)
 			}

@@ -78,11 +78,12 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 }
 
 // ListConversations lists an owner's conversations, most recent first.
-func (s *Store) ListConversations(ctx context.Context, owner string, limit int) ([]model.Conversation, error) {
+func (s *Store) ListConversations(ctx context.Context, q store.ConversationQuery) ([]model.Conversation, error) {
 	rows, err := s.query(ctx, `SELECT owner, thread_key, last_msg_id, last_record_id, last_box,
 			last_seq, unread_count, updated_at_ms
-		FROM conversations WHERE owner = ?
-		ORDER BY updated_at_ms DESC, thread_key LIMIT ?`, owner, limitOr(limit, defaultLimit))
+		FROM conversations WHERE owner = ?1
+			AND (?3 = '' OR updated_at_ms < ?2 OR updated_at_ms = ?2 AND thread_key > ?3)
+		ORDER BY updated_at_ms DESC, thread_key LIMIT ?4`, q.Owner, q.CursorUpdatedAtMS, q.CursorThreadKey, limitOr(q.Limit, defaultLimit))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list conversations: %w", err)
 	}

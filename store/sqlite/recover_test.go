@@ -76,7 +76,7 @@ func checkSendWhole(t *testing.T, s *Store, res *store.ApplyResult, member strin
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("%s's events: %+v, %v; want its record.created", member, evs, err)
 	}
-	if cs, err := s.ListConversations(ctx, member, 10); err != nil || len(cs) != 1 || cs[0].UnreadCount != 1 {
+	if cs, err := s.ListConversations(ctx, store.ConversationQuery{Owner: member, Limit: 10}); err != nil || len(cs) != 1 || cs[0].UnreadCount != 1 {
 		t.Fatalf("%s's conversations: %+v, %v; want one, unread 1", member, cs, err)
 	}
 	if seq, err := s.BoxLastSeq(ctx, "did:b", model.Inbox); err != nil || seq != 2 {

@@ -344,7 +344,7 @@ func testApplyConsumeMissing(t *testing.T, s store.Store) {
 		t.Fatalf("rolled back Apply left events: %s", dump(evs))
 	}
 	for _, owner := range []string{alice, bob} {
-		cs, err := s.ListConversations(ctx, owner, 10)
+		cs, err := s.ListConversations(ctx, store.ConversationQuery{Owner: owner, Limit: 10})
 		requireNoError(t, err, "ListConversations")
 		if len(cs) != 0 {
 			t.Fatalf("rolled back Apply left conversations for %s: %s", owner, dump(cs))

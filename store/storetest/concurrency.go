@@ -111,7 +111,7 @@ func testMixedConcurrency(t *testing.T, s store.Store) {
 						return
 					}
 				}
-				if _, err := s.ListConversations(t.Context(), alice, 10); err != nil {
+				if _, err := s.ListConversations(t.Context(), store.ConversationQuery{Owner: alice, Limit: 10}); err != nil {
 					fail("ListConversations: %v", err)
 					return
 				}

@@ -245,7 +245,7 @@ func testConsumerAdvance(t *testing.T, s store.Store) {
 			t.Fatalf("record.created events for %s = %s; want one in %s at %d", r.RecordID, dump(es), box, now)
 		}
 	}
-	convs, err := s.ListConversations(ctx, bob, 10)
+	convs, err := s.ListConversations(ctx, store.ConversationQuery{Owner: bob, Limit: 10})
 	requireNoError(t, err, "ListConversations")
 	if len(convs) != 0 {
 		t.Fatalf("a consumer's box fed conversations: %s", dump(convs))

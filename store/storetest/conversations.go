@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/msgcenter/msgcenter/model"
@@ -19,7 +20,7 @@ func conversationTests() []testCase {
 // findConv returns owner's conversation for thread, if any.
 func findConv(t *testing.T, s store.Store, owner, thread string) (model.Conversation, bool) {
 	t.Helper()
-	cs, err := s.ListConversations(t.Context(), owner, 1000)
+	cs, err := s.ListConversations(t.Context(), store.ConversationQuery{Owner: owner, Limit: 1000})
 	requireNoError(t, err, "ListConversations")
 	var found []model.Conversation
 	for _, c := range cs {
@@ -62,7 +63,7 @@ func testConversationsApply(t *testing.T, s store.Store) {
 	const th = "chat:alice-bob"
 	m1, m2, m3, m4, m5 := msgID("conv-1"), msgID("conv-2"), msgID("conv-3"), msgID("conv-4"), msgID("conv-5")
 
-	if cs, err := s.ListConversations(ctx, alice, 10); err != nil || len(cs) != 0 {
+	if cs, err := s.ListConversations(ctx, store.ConversationQuery{Owner: alice, Limit: 10}); err != nil || len(cs) != 0 {
 		t.Fatalf("ListConversations on an empty store = %s, %v; want none", dump(cs), err)
 	}
 
@@ -112,17 +113,40 @@ func testConversationsApply(t *testing.T, s store.Store) {
 		LastSeq: 1, UnreadCount: 1, UpdatedAtMS: base + 50,
 	}, "group thread")
 
-	all, err := s.ListConversations(ctx, alice, 10)
+	all, err := s.ListConversations(ctx, store.ConversationQuery{Owner: alice, Limit: 10})
 	requireNoError(t, err, "ListConversations")
 	if len(all) != 3 {
 		t.Fatalf("alice has %d conversations, want 3: %s", len(all), dump(all))
 	}
-	limited, err := s.ListConversations(ctx, alice, 2)
+	limited, err := s.ListConversations(ctx, store.ConversationQuery{Owner: alice, Limit: 2})
 	requireNoError(t, err, "ListConversations(limit 2)")
 	if len(limited) != 2 {
 		t.Fatalf("ListConversations(limit 2) returned %d", len(limited))
 	}
-	if cs, err := s.ListConversations(ctx, carol, 10); err != nil || len(cs) != 0 {
+	// Pages follow each other from the last of the page before, whatever
+	// the page size, with two threads updated in the same millisecond.
+	r6 := newRec(alice, model.Inbox, msgID("conv-6"), base+50, withThread("chat:alice-dave"))
+	mustApply(t, s, newPlan(r6.MsgID, base+50, r6))
+	all, err = s.ListConversations(ctx, store.ConversationQuery{Owner: alice, Limit: 10})
+	requireNoError(t, err, "ListConversations")
+	for size := 1; size <= 4; size++ {
+		var paged []model.Conversation
+		q := store.ConversationQuery{Owner: alice, Limit: size}
+		for range 10 {
+			page, err := s.ListConversations(ctx, q)
+			requireNoError(t, err, "ListConversations(page)")
+			paged = append(paged, page...)
+			if len(page) < size {
+				break
+			}
+			last := page[len(page)-1]
+			q.CursorUpdatedAtMS, q.CursorThreadKey = last.UpdatedAtMS, last.ThreadKey
+		}
+		if !reflect.DeepEqual(paged, all) {
+			t.Fatalf("pages of %d: %s\nwant %s", size, dump(paged), dump(all))
+		}
+	}
+	if cs, err := s.ListConversations(ctx, store.ConversationQuery{Owner: carol, Limit: 10}); err != nil || len(cs) != 0 {
 		t.Fatalf("carol has conversations %s, %v; want none", dump(cs), err)
 	}
 }
