@@ -124,7 +124,10 @@ func TestPathSegmentsAreEscaped(t *testing.T) {
 			"/v1/routes/did:x:a%2Fb"},
 		{"group", func(c *Client) error { _, err := c.GetSubscribers(context.Background(), "did:g:a/b"); return err },
 			"/v1/groups/did:g:a%2Fb/subscribers"},
-		{"conversations", func(c *Client) error { _, err := c.Conversations(context.Background(), wire.ConversationQuery{Owner: "did:x:%"}); return err },
+		{"conversations", func(c *Client) error {
+			_, err := c.Conversations(context.Background(), wire.ConversationQuery{Owner: "did:x:%"})
+			return err
+		},
 			"/v1/owners/did:x:%25/conversations"},
 		{"message", func(c *Client) error { _, err := c.GetMessage(context.Background(), "cymsg:ab#x"); return err },
 			"/v1/messages/cymsg:ab%23x"},
@@ -326,7 +329,10 @@ func TestContactsAndAdmin(t *testing.T) {
 			_, err := c.SetRoutes(ctx, "d", []model.ContactRoute{{TunnelDID: "t", ChatID: "42", Priority: 1}})
 			return err
 		}, "PUT", "/v1/routes/d", url.Values{}, `{"routes":[{"tunnel_did":"t","chat_id":"42","priority":1}]}`},
-		{"conversations", func(c *Client) error { _, err := c.Conversations(ctx, wire.ConversationQuery{Owner: "o", Limit: 20}); return err },
+		{"conversations", func(c *Client) error {
+			_, err := c.Conversations(ctx, wire.ConversationQuery{Owner: "o", Limit: 20})
+			return err
+		},
 			"GET", "/v1/owners/o/conversations", url.Values{"limit": {"20"}}, ""},
 		{"events", func(c *Client) error {
 			_, err := c.Events(ctx, wire.EventQuery{After: 5, Owner: "o", Limit: 10})
