@@ -32,6 +32,13 @@ func (a *API) listReceipts(w http.ResponseWriter, r *http.Request, who model.Ide
 	if q.Limit, err = queryLimit(r); err != nil {
 		return err
 	}
+	if q.CursorAtMS, err = queryInt(r, "cursor_at_ms"); err != nil {
+		return err
+	}
+	q.CursorMsgID = r.URL.Query().Get("cursor_msg_id")
+	if q.CursorReader, err = queryDID(r, "cursor_reader"); err != nil {
+		return err
+	}
 	res, err := a.svc.ListReceipts(r.Context(), who, q)
 	if err != nil {
 		return err

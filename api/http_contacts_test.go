@@ -83,6 +83,29 @@ func TestHTTPReadReceipts(t *testing.T) {
 		}
 	})
 
+	t.Run("pages", func(t *testing.T) {
+		all := list(t, e.admin, url.Values{"msg_id": {gm}})
+		if len(all) < 2 {
+			t.Fatalf("receipts of gm: %+v", all)
+		}
+		var paged []model.Receipt
+		q := url.Values{"msg_id": {gm}, "limit": {"1"}}
+		for range len(all) + 1 {
+			res := ok[wire.ReceiptsResult](t, e.do(t, "GET", "/v1/read_receipts?"+q.Encode(), e.admin, nil))
+			paged = append(paged, res.Items...)
+			if res.NextCursorMsgID == "" {
+				break
+			}
+			q.Set("cursor_at_ms", fmt.Sprint(res.NextCursorAtMS))
+			q.Set("cursor_msg_id", res.NextCursorMsgID)
+			q.Set("cursor_reader", res.NextCursorReader)
+		}
+		if !reflect.DeepEqual(paged, all) {
+			t.Fatalf("pages of one %+v, want %+v", paged, all)
+		}
+		wantErr(t, e.do(t, "GET", "/v1/read_receipts?msg_id="+url.QueryEscape(gm)+"&cursor_msg_id=x", e.admin, nil), 400, wire.CodeInvalid, "cursor_msg_id")
+	})
+
 	t.Run("list by message, group, reader", func(t *testing.T) {
 		put(t, e.bob, wire.ReceiptRequest{MsgID: dm, ReaderDID: didBob, Status: model.ReceiptReaded, AtMS: 10})
 		for _, c := range []struct {

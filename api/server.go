@@ -172,7 +172,7 @@ func (a *API) routes() []route {
 		r("POST", "/v1/records/{record_id}/lease", a.extendLease),
 		r("POST", "/v1/records/{record_id}/redrive", a.redrive),
 		r("POST", "/v1/read_receipts", a.setReceipt),
-		r("GET", "/v1/read_receipts", a.listReceipts, "msg_id", "group_id", "reader", "limit"),
+		r("GET", "/v1/read_receipts", a.listReceipts, "msg_id", "group_id", "reader", "limit", "cursor_at_ms", "cursor_msg_id", "cursor_reader"),
 		r("PUT", "/v1/groups/{group}/subscribers", a.setSubscribers),
 		r("GET", "/v1/groups/{group}/subscribers", a.getSubscribers),
 		r("GET", "/v1/contacts/{owner}/blocks", a.listBlocks, "limit"),

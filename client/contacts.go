@@ -28,6 +28,11 @@ func (c *Client) ListReceipts(ctx context.Context, q wire.ReceiptQuery) (*wire.R
 	setIf(v, "group_id", q.GroupID)
 	setIf(v, "reader", q.Reader)
 	setLimit(v, q.Limit)
+	if q.CursorMsgID != "" {
+		v.Set("cursor_at_ms", strconv.FormatInt(q.CursorAtMS, 10))
+		v.Set("cursor_msg_id", q.CursorMsgID)
+		v.Set("cursor_reader", q.CursorReader)
+	}
 	var out wire.ReceiptsResult
 	if _, err := c.call(ctx, http.MethodGet, "/v1/read_receipts", v, nil, &out); err != nil {
 		return nil, err

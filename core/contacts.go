@@ -287,14 +287,23 @@ func (s *Service) ListReceipts(ctx context.Context, who model.Identity, q wire.R
 			return nil, model.Forbidden(fmt.Sprintf("%s may list only its own receipts, its groups' and its messages'", who.DID))
 		}
 	}
-	items, err := s.st.ListReceipts(ctx, store.ReceiptFilter{MsgID: q.MsgID, GroupID: q.GroupID, Reader: q.Reader, Limit: limit})
+	if (q.CursorMsgID == "") != (q.CursorReader == "") || q.CursorMsgID == "" && q.CursorAtMS != 0 {
+		return nil, model.Invalid("cursor_msg_id", "give cursor_at_ms, cursor_msg_id and cursor_reader together (the next_cursor_* of the page before), or none")
+	}
+	items, err := s.st.ListReceipts(ctx, store.ReceiptFilter{MsgID: q.MsgID, GroupID: q.GroupID, Reader: q.Reader, Limit: limit,
+		CursorAtMS: q.CursorAtMS, CursorMsgID: q.CursorMsgID, CursorReader: q.CursorReader})
 	if err != nil {
 		return nil, err
 	}
 	if items == nil {
 		items = []model.Receipt{}
 	}
-	return &wire.ReceiptsResult{Items: items}, nil
+	res := &wire.ReceiptsResult{Items: items}
+	if len(items) == limit {
+		last := items[len(items)-1]
+		res.NextCursorAtMS, res.NextCursorMsgID, res.NextCursorReader = last.AtMS, last.MsgID, last.Reader
+	}
+	return res, nil
 }
 
 // Conversations pages owner's conversations, most recently updated first.

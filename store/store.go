@@ -289,6 +289,11 @@ type ReceiptFilter struct {
 	GroupID string
 	Reader  string
 	Limit   int
+	// The cursor, when CursorMsgID is set: receipts after (at_ms,
+	// msg_id, reader), the order of the list.
+	CursorAtMS   int64
+	CursorMsgID  string
+	CursorReader string
 }
 
 // EventFilter pages the event log.

@@ -41,6 +41,11 @@ type ReceiptQuery struct {
 	GroupID string
 	Reader  string
 	Limit   int
+	// The last receipt of the page before (next_cursor_* of its answer),
+	// when CursorMsgID is set.
+	CursorAtMS   int64
+	CursorMsgID  string
+	CursorReader string
 }
 
 // ScheduledQuery is GET /v1/scheduled. Query parameters: sender,

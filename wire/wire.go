@@ -204,6 +204,10 @@ type ReceiptRequest struct {
 // ReceiptsResult lists receipts.
 type ReceiptsResult struct {
 	Items []model.Receipt `json:"items"`
+	// Set when the page is full: pass them back for the next page.
+	NextCursorAtMS   int64  `json:"next_cursor_at_ms,omitempty"`
+	NextCursorMsgID  string `json:"next_cursor_msg_id,omitempty"`
+	NextCursorReader string `json:"next_cursor_reader,omitempty"`
 }
 
 // SubscribersRequest replaces a group's subscribers. Delivery, when set,

@@ -89,7 +89,17 @@ func newReceiptListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(cmd, res, func(w io.Writer) error { return printReceipts(w, res.Items) })
+			return g.emit(cmd, res, func(w io.Writer) error {
+				if err := printReceipts(w, res.Items); err != nil {
+					return err
+				}
+				if res.NextCursorMsgID != "" {
+					_, err := fmt.Fprintf(w, "\nnext page: --cursor-at-ms %d --cursor-msg-id %s --cursor-reader %s\n",
+						res.NextCursorAtMS, res.NextCursorMsgID, res.NextCursorReader)
+					return err
+				}
+				return nil
+			})
 		},
 	}
 	fs := cmd.Flags()
@@ -97,6 +107,9 @@ func newReceiptListCmd(g *globals) *cobra.Command {
 	fs.StringVar(&q.GroupID, "group", "", "group DID")
 	fs.StringVar(&q.Reader, "reader", "", "reader DID")
 	fs.IntVar(&q.Limit, "limit", 0, "at most this many, 1..1000 (default: the server's)")
+	fs.Int64Var(&q.CursorAtMS, "cursor-at-ms", 0, "resume after this receipt (from the previous page, with the two below)")
+	fs.StringVar(&q.CursorMsgID, "cursor-msg-id", "", "resume after this receipt (from the previous page)")
+	fs.StringVar(&q.CursorReader, "cursor-reader", "", "resume after this receipt (from the previous page)")
 	return cmd
 }
 

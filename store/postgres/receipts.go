@@ -63,6 +63,11 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 			conds = append(conds, c.col+" = "+q.arg(c.v))
 		}
 	}
+	filtered := len(conds) > 0
+	if f.CursorMsgID != "" {
+		at, msg := q.arg(f.CursorAtMS), q.arg(f.CursorMsgID)
+		conds = append(conds, "(at_ms > "+at+" OR at_ms = "+at+" AND (msg_id > "+msg+" OR msg_id = "+msg+" AND reader > "+q.arg(f.CursorReader)+"))")
+	}
 	q.b.WriteString("SELECT " + receiptCols + " FROM receipts")
 	if len(conds) > 0 {
 		q.b.WriteString(" WHERE " + strings.Join(conds, " AND "))
@@ -70,7 +75,7 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 	q.b.WriteString(" ORDER BY at_ms, msg_id, reader LIMIT " + q.arg(limitOr(f.Limit, defaultLimit)))
 	out := []model.Receipt{}
 	// Unfiltered, sorted by time, which no index is: a whole-table read.
-	err := s.reading(ctx, len(conds) == 0, func(db querier) error {
+	err := s.reading(ctx, !filtered, func(db querier) error {
 		rows, err := db.Query(ctx, q.b.String(), q.args...)
 		if err != nil {
 			return err

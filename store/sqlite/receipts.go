@@ -52,6 +52,10 @@ func (s *Store) ListReceipts(ctx context.Context, f store.ReceiptFilter) ([]mode
 			args = append(args, c.v)
 		}
 	}
+	if f.CursorMsgID != "" {
+		conds = append(conds, "(at_ms > ? OR at_ms = ? AND (msg_id > ? OR msg_id = ? AND reader > ?))")
+		args = append(args, f.CursorAtMS, f.CursorAtMS, f.CursorMsgID, f.CursorMsgID, f.CursorReader)
+	}
 	q := "SELECT " + receiptCols + " FROM receipts"
 	if len(conds) > 0 {
 		q += " WHERE " + strings.Join(conds, " AND ")

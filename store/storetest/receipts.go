@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -112,6 +113,34 @@ func testListReceipts(t *testing.T, s store.Store) {
 		{MsgID: m3, Iss: alice, Reader: alice, AtMS: base + 5, Status: model.ReceiptReaded},
 		{MsgID: m3, Iss: g2, Reader: bob, GroupID: g2, AtMS: base + 6, Status: model.ReceiptReading},
 	}
+	// Pages from a cursor, with two receipts at one time (the order is
+	// at_ms, msg_id, reader).
+	defer func() {
+		if t.Failed() {
+			return
+		}
+		mustPutReceipt(t, s, model.Receipt{MsgID: m3, Iss: carol, Reader: carol, AtMS: base + 5, Status: model.ReceiptReaded},
+			model.Receipt{MsgID: m3, Iss: carol, Reader: carol, AtMS: base + 5, Status: model.ReceiptReaded})
+		all, err := s.ListReceipts(t.Context(), store.ReceiptFilter{Limit: 100, MsgID: m3})
+		requireNoError(t, err, "ListReceipts")
+		for size := 1; size <= 3; size++ {
+			var paged []model.Receipt
+			f := store.ReceiptFilter{MsgID: m3, Limit: size}
+			for range 10 {
+				page, err := s.ListReceipts(t.Context(), f)
+				requireNoError(t, err, "ListReceipts(page)")
+				paged = append(paged, page...)
+				if len(page) < size {
+					break
+				}
+				last := page[len(page)-1]
+				f.CursorAtMS, f.CursorMsgID, f.CursorReader = last.AtMS, last.MsgID, last.Reader
+			}
+			if len(all) != 3 || !reflect.DeepEqual(paged, all) {
+				t.Fatalf("receipts of m3 in pages of %d: %s\nwant %s", size, dump(paged), dump(all))
+			}
+		}
+	}()
 	for _, r := range rs {
 		mustPutReceipt(t, s, r, r)
 	}
