@@ -82,8 +82,8 @@ func TestHTTPSlashDIDs(t *testing.T) {
 		if len(conv.Items) != 1 || conv.Items[0].Owner != ann || conv.Items[0].UnreadCount != 0 {
 			t.Fatalf("conversations %+v", conv.Items)
 		}
-		evs := e.allEvents(t, e.admin, ann)
-		if len(evs) != 3 || evs[0].Owner != ann {
+		evs := e.allEvents(t, e.admin, ann) // her token's, then her record's
+		if len(evs) != 4 || evs[0].Type != model.EventTokenCreated || evs[1].Owner != ann {
 			t.Fatalf("events of ann %+v", evs)
 		}
 		// Unescaped, the slash splits the DID and no route matches.

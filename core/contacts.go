@@ -160,7 +160,7 @@ func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string,
 		}
 		seen[key] = i
 	}
-	if err := s.st.SetRoutes(ctx, did, routes); err != nil {
+	if err := s.st.SetRoutes(ctx, did, routes, s.nowMS()); err != nil {
 		return nil, err
 	}
 	return &wire.RoutesResult{DID: did, Routes: routes}, nil

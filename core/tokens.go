@@ -50,17 +50,8 @@ func (s *Service) CreateToken(ctx context.Context, who model.Identity, req *wire
 	if err := s.st.PutToken(ctx, hash, model.Identity{DID: req.DID, Role: req.Role}, s.nowMS()); err != nil {
 		return nil, err
 	}
-	return &wire.TokenResult{Token: tok, TokenID: tokenID(hash), DID: req.DID, Role: req.Role}, nil
+	return &wire.TokenResult{Token: tok, TokenID: model.TokenID(hash), DID: req.DID, Role: req.Role}, nil
 }
-
-// tokenIDLen is how much of a token's hash names it: 64 bits, so that two
-// tokens of a server share an id only by a chance nobody meets (and a
-// revoke by an id two tokens share refuses to pick one).
-const tokenIDLen = 16
-
-// tokenID names a stored token by the start of its hash, which says
-// nothing of the token.
-func tokenID(hash string) string { return hash[:min(len(hash), tokenIDLen)] }
 
 // ListTokens lists tokens, oldest first: every DID's for an admin, a
 // caller's own otherwise.
@@ -90,7 +81,7 @@ func (s *Service) ListTokens(ctx context.Context, who model.Identity, q wire.Tok
 }
 
 func tokenInfo(t model.TokenInfo) wire.TokenInfo {
-	return wire.TokenInfo{TokenID: tokenID(t.Hash), DID: t.DID, Role: t.Role, CreatedAtMS: t.CreatedAtMS}
+	return wire.TokenInfo{TokenID: model.TokenID(t.Hash), DID: t.DID, Role: t.Role, CreatedAtMS: t.CreatedAtMS}
 }
 
 // RevokeToken deletes a token by its id: any token for an admin, one of
@@ -98,14 +89,14 @@ func tokenInfo(t model.TokenInfo) wire.TokenInfo {
 // exist). The admin token file's token is registered again when a server
 // starts; to replace it, delete the file and restart.
 func (s *Service) RevokeToken(ctx context.Context, who model.Identity, id string) (*wire.TokenInfo, error) {
-	if len(id) != tokenIDLen || strings.Trim(id, "0123456789abcdef") != "" {
-		return nil, model.Invalid("token_id", fmt.Sprintf("must be the %d lowercase hex digits token list shows", tokenIDLen))
+	if len(id) != model.TokenIDLen || strings.Trim(id, "0123456789abcdef") != "" {
+		return nil, model.Invalid("token_id", fmt.Sprintf("must be the %d lowercase hex digits token list shows", model.TokenIDLen))
 	}
 	did := ""
 	if !isAdmin(who) {
 		did = who.DID
 	}
-	gone, err := s.st.DeleteToken(ctx, did, id)
+	gone, err := s.st.DeleteToken(ctx, did, id, s.nowMS())
 	if err != nil {
 		return nil, err
 	}

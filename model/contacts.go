@@ -109,13 +109,23 @@ const (
 	// but could no longer be delivered (its author left the group it
 	// speaks for, say); the detail says why.
 	EventMsgDropped = "message.schedule_dropped"
+
+	// Changes to contacts and tokens, written with the change; the owner
+	// is the group, the blocking owner, the routed DID or the token's DID.
+	EventGroupSet     = "group.subscribers_set"
+	EventBlocked      = "contact.blocked"
+	EventUnblocked    = "contact.unblocked"
+	EventRoutesSet    = "contact.routes_set"
+	EventTokenCreated = "token.created"
+	EventTokenRevoked = "token.revoked"
 )
 
 // EventTypes lists every event type, in the order the API documents them
 // (a test keeps it complete).
 var EventTypes = []string{EventRecordCreated, EventRecordState, EventRecordClaimed, EventRecordRetry,
 	EventRecordDead, EventLeaseExpired, EventLeaseExtended, EventRecordDelivered, EventRecordRedriven,
-	EventMsgScheduled, EventMsgCancelled, EventMsgDropped, EventConsumerCreated, EventConsumerDeleted, EventPurged}
+	EventMsgScheduled, EventMsgCancelled, EventMsgDropped, EventConsumerCreated, EventConsumerDeleted, EventPurged,
+	EventGroupSet, EventBlocked, EventUnblocked, EventRoutesSet, EventTokenCreated, EventTokenRevoked}
 
 // Role is what a token may do.
 type Role string
@@ -142,6 +152,15 @@ type Block struct {
 	DID   string `json:"did"`
 	AtMS  int64  `json:"at_ms"`
 }
+
+// TokenIDLen is how much of a token's hash names it: 64 bits, so that two
+// tokens of a server share an id only by a chance nobody meets (and a
+// revoke by an id two tokens share refuses to pick one).
+const TokenIDLen = 16
+
+// TokenID names a stored token by the start of its hash, which says
+// nothing of the token.
+func TokenID(hash string) string { return hash[:min(len(hash), TokenIDLen)] }
 
 // TokenInfo is a stored token: its hash (never the token), the identity it
 // acts as, and when it was made.

@@ -108,7 +108,7 @@ type Store interface {
 	BlockedBy(ctx context.Context, sender string, owners []string) (map[string]bool, error)
 	// ListBlocks lists whom owner blocks, by DID, at most limit.
 	ListBlocks(ctx context.Context, owner string, limit int) ([]model.Block, error)
-	SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error
+	SetRoutes(ctx context.Context, did string, routes []model.ContactRoute, nowMS int64) error
 	Routes(ctx context.Context, did string) ([]model.ContactRoute, error)
 
 	// PutReceipt stores r unless a receipt for (msg, reader) with a later
@@ -131,7 +131,7 @@ type Store interface {
 	// hash starts with prefix, and returns it: model.ErrNotFound if none
 	// does, model.ErrConflict if more than one does (nothing is deleted
 	// then).
-	DeleteToken(ctx context.Context, did, prefix string) (model.TokenInfo, error)
+	DeleteToken(ctx context.Context, did, prefix string, nowMS int64) (model.TokenInfo, error)
 
 	Close() error
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
 	"github.com/msgcenter/msgcenter/store/internal/lookup"
 )
 
@@ -29,6 +30,7 @@ func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribe
 		b.Queue("DELETE FROM group_subscribers WHERE group_did = $1", group)
 		b.Queue(`INSERT INTO group_subscribers (group_did, subscriber)
 			SELECT $1, sub FROM unnest($2::text[]) AS u(sub) ON CONFLICT DO NOTHING`, group, subscribers)
+		queueEvent(b, store.GroupSetEvent(group, len(subscribers), delivery, nowMS))
 		b.Queue(sqlNotify, s.channel, []string{contactsPayload})
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fail("set group subscribers", err)
@@ -114,11 +116,18 @@ func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, no
 	defer s.contacts.forget()
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
+		// The event only when a row went in or out: a block already there,
+		// or none to lift, changes nothing.
+		e := store.BlockEvent(owner, blocked, on, nowMS)
 		if on {
-			b.Queue(`INSERT INTO blocks (owner, blocked, at_ms) VALUES ($1, $2, $3)
-				ON CONFLICT (owner, blocked) DO NOTHING`, owner, blocked, nowMS)
+			b.Queue(`WITH ch AS (INSERT INTO blocks (owner, blocked, at_ms) VALUES ($1, $2, $3)
+					ON CONFLICT (owner, blocked) DO NOTHING RETURNING owner)
+				INSERT INTO events (type, owner, at_ms, detail) SELECT $4, owner, $3, $5 FROM ch`,
+				owner, blocked, nowMS, e.Type, e.Detail)
 		} else {
-			b.Queue("DELETE FROM blocks WHERE owner = $1 AND blocked = $2", owner, blocked)
+			b.Queue(`WITH ch AS (DELETE FROM blocks WHERE owner = $1 AND blocked = $2 RETURNING owner)
+				INSERT INTO events (type, owner, at_ms, detail) SELECT $4, owner, $3, $5 FROM ch`,
+				owner, blocked, nowMS, e.Type, e.Detail)
 		}
 		b.Queue(sqlNotify, s.channel, []string{contactsPayload})
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -170,7 +179,7 @@ func (s *Store) blockedBy(ctx context.Context, sender string, owners []string) (
 const routesLockClass = 0x726f7574 // "rout"
 
 // SetRoutes replaces did's routes; their order is kept.
-func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error {
+func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.ContactRoute, nowMS int64) error {
 	n := len(routes)
 	var (
 		tunnels, addrs, platforms = make([]string, n), make([]string, n), make([]string, n)
@@ -191,6 +200,7 @@ func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.Contac
 			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[])
 				WITH ORDINALITY AS u(tunnel, addr, platform, chat, account, mode, prio, ord)`,
 			did, tunnels, addrs, platforms, chats, accounts, modes, prios)
+		queueEvent(b, store.RoutesSetEvent(did, len(routes), nowMS))
 		b.Queue(sqlNotify, s.channel, []string{contactsPayload})
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fail("set routes", err)
@@ -249,4 +259,10 @@ func (s *Store) ListBlocks(ctx context.Context, owner string, limit int) ([]mode
 		return nil, fail("list blocks", err)
 	}
 	return out, nil
+}
+
+// queueEvent adds a contact or token change's event (store.GroupSetEvent
+// and the others) to its transaction's batch.
+func queueEvent(b *pgx.Batch, e model.Event) {
+	b.Queue(`INSERT INTO events (type, owner, at_ms, detail) VALUES ($1, $2, $3, $4)`, e.Type, e.Owner, e.AtMS, e.Detail)
 }

@@ -122,7 +122,7 @@ func TestContactsAcrossNodes(t *testing.T) {
 	if !subscribes(a, "did:g2", "did:m2") {
 		t.Fatal("the member added through the other node is not seen")
 	}
-	if err := b.SetRoutes(ctx, "did:r", nil); err != nil {
+	if err := b.SetRoutes(ctx, "did:r", nil, 1); err != nil {
 		t.Fatal(err)
 	}
 	eventually("routes removed through the other node", func() bool { return routes(a, "did:r") == 0 })
@@ -134,7 +134,7 @@ func TestContactsAcrossNodes(t *testing.T) {
 	if blocks(a, "did:o", "did:s") {
 		t.Fatal("an unblock through the node itself is not seen at once")
 	}
-	if err := a.SetRoutes(ctx, "did:r", []model.ContactRoute{{TunnelDID: "did:t2"}}); err != nil {
+	if err := a.SetRoutes(ctx, "did:r", []model.ContactRoute{{TunnelDID: "did:t2"}}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if routes(a, "did:r") != 1 {

@@ -127,9 +127,16 @@ func (s *Store) ListConversations(ctx context.Context, q store.ConversationQuery
 // PutToken binds a token hash to an identity, replacing any earlier binding.
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
 	defer s.tokens.Forget(hash)
-	_, err := s.pool.Exec(ctx, `INSERT INTO tokens (hash, did, role, created_at_ms) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (hash) DO UPDATE SET did = excluded.did, role = excluded.role,
-			created_at_ms = excluded.created_at_ms`, hash, id.DID, string(id.Role), nowMS)
+	// The admin token file's token is registered again at every start:
+	// an event only for a token new to the store (xmax is 0 for a row
+	// the statement inserted, not updated).
+	e := store.TokenEvent(model.EventTokenCreated, hash, id, nowMS)
+	_, err := s.pool.Exec(ctx, `WITH up AS (INSERT INTO tokens (hash, did, role, created_at_ms) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (hash) DO UPDATE SET did = excluded.did, role = excluded.role,
+				created_at_ms = excluded.created_at_ms
+			RETURNING (xmax = 0) AS inserted)
+		INSERT INTO events (type, owner, at_ms, detail) SELECT $5, $2, $4, $6 FROM up WHERE inserted`,
+		hash, id.DID, string(id.Role), nowMS, e.Type, e.Detail)
 	if err != nil {
 		return fail("put token", err)
 	}
@@ -182,7 +189,7 @@ func (s *Store) ListTokens(ctx context.Context, did string, limit int) ([]model.
 
 // DeleteToken deletes the one token whose hash starts with prefix. Other
 // nodes may accept it for up to tokenTTL more.
-func (s *Store) DeleteToken(ctx context.Context, did, prefix string) (model.TokenInfo, error) {
+func (s *Store) DeleteToken(ctx context.Context, did, prefix string, nowMS int64) (model.TokenInfo, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return model.TokenInfo{}, fail("delete token", err)
@@ -215,6 +222,10 @@ func (s *Store) DeleteToken(ctx context.Context, did, prefix string) (model.Toke
 		return model.TokenInfo{}, &model.Error{Kind: model.ErrConflict, Message: fmt.Sprintf("more than one token's id starts with %q; give more of it", prefix)}
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM tokens WHERE hash = $1`, found[0].Hash); err != nil {
+		return model.TokenInfo{}, fail("delete token", err)
+	}
+	e := store.TokenEvent(model.EventTokenRevoked, found[0].Hash, found[0].Identity, nowMS)
+	if _, err := tx.Exec(ctx, `INSERT INTO events (type, owner, at_ms, detail) VALUES ($1, $2, $3, $4)`, e.Type, e.Owner, e.AtMS, e.Detail); err != nil {
 		return model.TokenInfo{}, fail("delete token", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

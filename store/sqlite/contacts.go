@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store"
 	"github.com/msgcenter/msgcenter/store/internal/lookup"
 )
 
@@ -31,6 +32,9 @@ func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribe
 		}
 		if _, err := tx.ExecContext(ctx, "DELETE FROM group_subscribers WHERE group_did = ?", group); err != nil {
 			return fmt.Errorf("sqlite: set group subscribers: %w", err)
+		}
+		if err := insertEvent(ctx, tx, store.GroupSetEvent(group, len(subscribers), delivery, nowMS)); err != nil {
+			return err
 		}
 		if len(subscribers) == 0 {
 			return nil
@@ -122,17 +126,25 @@ func (s *Store) IsSubscriber(ctx context.Context, group, did string) (bool, erro
 func (s *Store) SetBlock(ctx context.Context, owner, blocked string, on bool, nowMS int64) error {
 	defer s.lk.blocked.Forget(lookup.BlockKey(owner, blocked))
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var res sql.Result
 		var err error
 		if on {
-			_, err = tx.ExecContext(ctx, `INSERT INTO blocks (owner, blocked, at_ms) VALUES (?, ?, ?)
+			res, err = tx.ExecContext(ctx, `INSERT INTO blocks (owner, blocked, at_ms) VALUES (?, ?, ?)
 				ON CONFLICT (owner, blocked) DO NOTHING`, owner, blocked, nowMS)
 		} else {
-			_, err = tx.ExecContext(ctx, "DELETE FROM blocks WHERE owner = ? AND blocked = ?", owner, blocked)
+			res, err = tx.ExecContext(ctx, "DELETE FROM blocks WHERE owner = ? AND blocked = ?", owner, blocked)
+		}
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: set block: %w", err)
 		}
-		return nil
+		if n == 0 {
+			return nil // as it was: nothing to record
+		}
+		return insertEvent(ctx, tx, store.BlockEvent(owner, blocked, on, nowMS))
 	})
 }
 
@@ -173,11 +185,14 @@ func (s *Store) blockedBy(ctx context.Context, sender string, owners []string) (
 }
 
 // SetRoutes replaces did's routes; their order is kept.
-func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.ContactRoute) error {
+func (s *Store) SetRoutes(ctx context.Context, did string, routes []model.ContactRoute, nowMS int64) error {
 	defer s.lk.routes.Forget(did)
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM routes WHERE did = ?", did); err != nil {
 			return fmt.Errorf("sqlite: set routes: %w", err)
+		}
+		if err := insertEvent(ctx, tx, store.RoutesSetEvent(did, len(routes), nowMS)); err != nil {
+			return err
 		}
 		for i, r := range routes {
 			_, err := tx.ExecContext(ctx, `INSERT INTO routes (did, idx, tunnel_did, address, platform,
@@ -240,4 +255,14 @@ func (s *Store) ListBlocks(ctx context.Context, owner string, limit int) ([]mode
 		return nil, fmt.Errorf("sqlite: list blocks: %w", err)
 	}
 	return out, nil
+}
+
+// insertEvent writes a contact or token change's event (store.GroupSetEvent
+// and the others) in its transaction.
+func insertEvent(ctx context.Context, tx *sql.Tx, e model.Event) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
+		VALUES (?, ?, '', '', '', '', '', ?, ?)`, e.Type, e.Owner, e.AtMS, e.Detail); err != nil {
+		return fmt.Errorf("sqlite: event %s: %w", e.Type, err)
+	}
+	return nil
 }

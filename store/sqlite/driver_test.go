@@ -329,7 +329,7 @@ func TestScheduleContactsReceipts(t *testing.T) {
 	if r, _ := s.Routes(ctx, "x"); r == nil || len(r) != 0 {
 		t.Fatal(r)
 	}
-	s.SetRoutes(ctx, "x", []model.ContactRoute{{TunnelDID: "t2", Priority: 2}, {TunnelDID: "t1"}})
+	s.SetRoutes(ctx, "x", []model.ContactRoute{{TunnelDID: "t2", Priority: 2}, {TunnelDID: "t1"}}, 1)
 	if r, _ := s.Routes(ctx, "x"); len(r) != 2 || r[0].TunnelDID != "t2" || r[0].Priority != 2 {
 		t.Fatal(r)
 	}

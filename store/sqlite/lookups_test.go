@@ -56,7 +56,7 @@ func TestLookupsFollowWrites(t *testing.T) {
 		}
 
 		routes := []model.ContactRoute{{TunnelDID: "did:tunnel:t", Address: fmt.Sprint("a", i)}}
-		if err := s.SetRoutes(ctx, "did:r", routes); err != nil {
+		if err := s.SetRoutes(ctx, "did:r", routes, 1); err != nil {
 			t.Fatal(err)
 		}
 		rs, err := s.Routes(ctx, "did:r")
@@ -109,7 +109,7 @@ func TestContactReadsLeaveSendsUncommitted(t *testing.T) {
 	if err := s.SetBlock(ctx, "did:m2", "did:author", true, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetRoutes(ctx, "did:r", []model.ContactRoute{{TunnelDID: "did:tunnel:t", Address: "a"}}); err != nil {
+	if err := s.SetRoutes(ctx, "did:r", []model.ContactRoute{{TunnelDID: "did:tunnel:t", Address: "a"}}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.PutToken(ctx, "h", model.Identity{DID: "did:r", Role: model.RoleAgent}, 1); err != nil {

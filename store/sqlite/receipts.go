@@ -146,13 +146,22 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]model.Ev
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
 	defer s.lk.tokens.Forget(hash)
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		// The admin token file's token is registered again at every
+		// start: an event only for a token new to the store.
+		var known int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tokens WHERE hash = ?", hash).Scan(&known); err != nil {
+			return fmt.Errorf("sqlite: put token: %w", err)
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (hash, did, role, created_at_ms) VALUES (?, ?, ?, ?)
 			ON CONFLICT (hash) DO UPDATE SET did = excluded.did, role = excluded.role,
 				created_at_ms = excluded.created_at_ms`, hash, id.DID, string(id.Role), nowMS)
 		if err != nil {
 			return fmt.Errorf("sqlite: put token: %w", err)
 		}
-		return nil
+		if known > 0 {
+			return nil
+		}
+		return insertEvent(ctx, tx, store.TokenEvent(model.EventTokenCreated, hash, id, nowMS))
 	})
 }
 
@@ -200,7 +209,7 @@ func (s *Store) ListTokens(ctx context.Context, did string, limit int) ([]model.
 }
 
 // DeleteToken deletes the one token whose hash starts with prefix.
-func (s *Store) DeleteToken(ctx context.Context, did, prefix string) (model.TokenInfo, error) {
+func (s *Store) DeleteToken(ctx context.Context, did, prefix string, nowMS int64) (model.TokenInfo, error) {
 	var gone model.TokenInfo
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		gone = model.TokenInfo{}
@@ -234,7 +243,7 @@ func (s *Store) DeleteToken(ctx context.Context, did, prefix string) (model.Toke
 			return fmt.Errorf("sqlite: delete token: %w", err)
 		}
 		gone = found[0]
-		return nil
+		return insertEvent(ctx, tx, store.TokenEvent(model.EventTokenRevoked, gone.Hash, gone.Identity, nowMS))
 	})
 	if gone.Hash != "" {
 		s.lk.tokens.Forget(gone.Hash)

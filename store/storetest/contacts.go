@@ -217,17 +217,17 @@ func testRoutes(t *testing.T, s store.Store) {
 	r2 := model.ContactRoute{TunnelDID: "did:test:tunnel-mail", Address: "alice@example.com", Platform: "email", Priority: 1}
 	r3 := model.ContactRoute{TunnelDID: "did:test:tunnel-slack", Platform: "slack", ChatID: "C123", Mode: "channel", Priority: 3}
 	// Deliberately not in priority or name order: the order is the caller's.
-	requireNoError(t, s.SetRoutes(ctx, alice, []model.ContactRoute{r1, r2, r3}), "SetRoutes")
+	requireNoError(t, s.SetRoutes(ctx, alice, []model.ContactRoute{r1, r2, r3}, base), "SetRoutes")
 	requireRoutes(t, s, alice, []model.ContactRoute{r1, r2, r3})
-	requireNoError(t, s.SetRoutes(ctx, bob, []model.ContactRoute{r2}), "SetRoutes(bob)")
+	requireNoError(t, s.SetRoutes(ctx, bob, []model.ContactRoute{r2}, base), "SetRoutes(bob)")
 
 	r3b := r3
 	r3b.ChatID = "C999"
-	requireNoError(t, s.SetRoutes(ctx, alice, []model.ContactRoute{r3b, r1}), "SetRoutes (replace)")
+	requireNoError(t, s.SetRoutes(ctx, alice, []model.ContactRoute{r3b, r1}, base), "SetRoutes (replace)")
 	requireRoutes(t, s, alice, []model.ContactRoute{r3b, r1})
 	requireRoutes(t, s, bob, []model.ContactRoute{r2})
 
-	requireNoError(t, s.SetRoutes(ctx, alice, nil), "SetRoutes(nil)")
+	requireNoError(t, s.SetRoutes(ctx, alice, nil, base), "SetRoutes(nil)")
 	requireRoutes(t, s, alice, nil)
 	requireRoutes(t, s, bob, []model.ContactRoute{r2})
 	requireRoutes(t, s, "did:test:unknown", nil)

@@ -22,6 +22,7 @@ func receiptTests() []testCase {
 func eventTests() []testCase {
 	return []testCase{
 		{"PagingAndOwnerFilter", testListEvents},
+		{"ContactsAndTokens", testContactEvents},
 	}
 }
 
@@ -313,16 +314,16 @@ func testTokens(t *testing.T, s store.Store) {
 	if one, err := s.ListTokens(ctx, "", 1); err != nil || len(one) != 1 {
 		t.Fatalf("ListTokens(limit 1) = %+v, %v", one, err)
 	}
-	if _, err := s.DeleteToken(ctx, "", "sha256:agent"); !errors.Is(err, model.ErrConflict) {
+	if _, err := s.DeleteToken(ctx, "", "sha256:agent", base); !errors.Is(err, model.ErrConflict) {
 		t.Fatalf("DeleteToken(a prefix of two) = %v, want model.ErrConflict", err)
 	}
-	if _, err := s.DeleteToken(ctx, "", "sha256:nobody"); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.DeleteToken(ctx, "", "sha256:nobody", base); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("DeleteToken(unknown) = %v, want model.ErrNotFound", err)
 	}
-	if _, err := s.DeleteToken(ctx, tunnel, "sha256:agent2"); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.DeleteToken(ctx, tunnel, "sha256:agent2", base); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("DeleteToken(another DID's) = %v, want model.ErrNotFound", err)
 	}
-	gone, err := s.DeleteToken(ctx, alice, "sha256:agent2")
+	gone, err := s.DeleteToken(ctx, alice, "sha256:agent2", base+9)
 	requireNoError(t, err, "DeleteToken")
 	if gone.Hash != "sha256:agent2" || gone.DID != alice {
 		t.Fatalf("DeleteToken = %+v", gone)
@@ -334,5 +335,47 @@ func testTokens(t *testing.T, s store.Store) {
 	}
 	if got, err := s.Token(ctx, "sha256:agent"); err != nil || got != ids["sha256:agent"] {
 		t.Fatalf("the other token of the DID went too: %+v, %v", got, err)
+	}
+}
+
+// Changes to groups, blocks, routes and tokens are events of their owner,
+// written only when something changed.
+func testContactEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const spam = "did:test:spam"
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{alice, bob}, model.DeliverToGroup, base), "SetGroupSubscribers")
+	requireNoError(t, s.SetBlock(ctx, alice, spam, true, base+1), "SetBlock")
+	requireNoError(t, s.SetBlock(ctx, alice, spam, true, base+2), "SetBlock again") // no change: no event
+	requireNoError(t, s.SetBlock(ctx, alice, spam, false, base+3), "SetBlock off")
+	requireNoError(t, s.SetBlock(ctx, alice, spam, false, base+4), "SetBlock off again")
+	requireNoError(t, s.SetRoutes(ctx, alice, []model.ContactRoute{{TunnelDID: tunnel, Address: "a"}}, base+5), "SetRoutes")
+	id := model.Identity{DID: alice, Role: model.RoleAgent}
+	requireNoError(t, s.PutToken(ctx, "sha256:ev", id, base+6), "PutToken")
+	requireNoError(t, s.PutToken(ctx, "sha256:ev", id, base+7), "PutToken again") // registered again: no event
+	if _, err := s.DeleteToken(ctx, "", "sha256:ev", base+8); err != nil {
+		t.Fatalf("DeleteToken: %v", err)
+	}
+	type ev struct {
+		typ, owner, detail string
+		at                 int64
+	}
+	var got []ev
+	for _, owner := range []string{grp, alice} {
+		es, err := s.ListEvents(ctx, store.EventFilter{Owner: owner, Limit: 100})
+		requireNoError(t, err, "ListEvents")
+		for _, e := range es {
+			got = append(got, ev{e.Type, e.Owner, e.Detail, e.AtMS})
+		}
+	}
+	want := []ev{
+		{model.EventGroupSet, grp, "subscribers: 2, delivery: group", base},
+		{model.EventBlocked, alice, spam, base + 1},
+		{model.EventUnblocked, alice, spam, base + 3},
+		{model.EventRoutesSet, alice, "routes: 1", base + 5},
+		{model.EventTokenCreated, alice, "token_id: sha256:ev, role: agent", base + 6},
+		{model.EventTokenRevoked, alice, "token_id: sha256:ev, role: agent", base + 8},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("events\n got %+v\nwant %+v", got, want)
 	}
 }
