@@ -165,26 +165,34 @@ func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) 
 
 // ListTokens lists stored tokens, oldest first.
 func (s *Store) ListTokens(ctx context.Context, did string, limit int) ([]model.TokenInfo, error) {
-	rows, err := s.pool.Query(ctx, `SELECT hash, did, role, created_at_ms FROM tokens
+	rows, err := s.pool.Query(ctx, `SELECT `+tokenCols+` FROM tokens
 		WHERE $1 = '' OR did = $1 ORDER BY created_at_ms, hash LIMIT $2`, did, limitOr(limit, defaultLimit))
 	if err != nil {
 		return nil, fail("list tokens", err)
 	}
+	out, err := scanTokens(rows)
+	if err != nil {
+		return nil, fail("list tokens", err)
+	}
+	return out, nil
+}
+
+const tokenCols = "hash, did, role, created_at_ms"
+
+// scanTokens reads rows of tokenCols, and closes them.
+func scanTokens(rows pgx.Rows) ([]model.TokenInfo, error) {
 	defer rows.Close()
 	out := []model.TokenInfo{}
 	for rows.Next() {
 		var t model.TokenInfo
 		var role string
 		if err := rows.Scan(&t.Hash, &t.DID, &role, &t.CreatedAtMS); err != nil {
-			return nil, fail("list tokens", err)
+			return nil, err
 		}
 		t.Role = model.Role(role)
 		out = append(out, t)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fail("list tokens", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // DeleteToken deletes the one token whose hash starts with prefix. Other
@@ -195,24 +203,13 @@ func (s *Store) DeleteToken(ctx context.Context, did, prefix string, nowMS int64
 		return model.TokenInfo{}, fail("delete token", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := tx.Query(ctx, `SELECT hash, did, role, created_at_ms FROM tokens
+	rows, err := tx.Query(ctx, `SELECT `+tokenCols+` FROM tokens
 		WHERE left(hash, length($1)) = $1 AND ($2 = '' OR did = $2) LIMIT 2 FOR UPDATE`, prefix, did)
 	if err != nil {
 		return model.TokenInfo{}, fail("delete token", err)
 	}
-	var found []model.TokenInfo
-	for rows.Next() {
-		var t model.TokenInfo
-		var role string
-		if err := rows.Scan(&t.Hash, &t.DID, &role, &t.CreatedAtMS); err != nil {
-			rows.Close()
-			return model.TokenInfo{}, fail("delete token", err)
-		}
-		t.Role = model.Role(role)
-		found = append(found, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	found, err := scanTokens(rows)
+	if err != nil {
 		return model.TokenInfo{}, fail("delete token", err)
 	}
 	switch len(found) {

@@ -186,26 +186,34 @@ func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) 
 
 // ListTokens lists stored tokens, oldest first.
 func (s *Store) ListTokens(ctx context.Context, did string, limit int) ([]model.TokenInfo, error) {
-	rows, err := s.queryContacts(ctx, `SELECT hash, did, role, created_at_ms FROM tokens
+	rows, err := s.queryContacts(ctx, `SELECT `+tokenCols+` FROM tokens
 		WHERE ? = '' OR did = ? ORDER BY created_at_ms, hash LIMIT ?`, did, did, limitOr(limit, defaultLimit))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list tokens: %w", err)
 	}
+	out, err := scanTokens(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list tokens: %w", err)
+	}
+	return out, nil
+}
+
+const tokenCols = "hash, did, role, created_at_ms"
+
+// scanTokens reads rows of tokenCols, and closes them.
+func scanTokens(rows *sql.Rows) ([]model.TokenInfo, error) {
 	defer rows.Close()
 	out := []model.TokenInfo{}
 	for rows.Next() {
 		var t model.TokenInfo
 		var role string
 		if err := rows.Scan(&t.Hash, &t.DID, &role, &t.CreatedAtMS); err != nil {
-			return nil, fmt.Errorf("sqlite: list tokens: %w", err)
+			return nil, err
 		}
 		t.Role = model.Role(role)
 		out = append(out, t)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list tokens: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // DeleteToken deletes the one token whose hash starts with prefix.
@@ -213,24 +221,13 @@ func (s *Store) DeleteToken(ctx context.Context, did, prefix string, nowMS int64
 	var gone model.TokenInfo
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		gone = model.TokenInfo{}
-		rows, err := tx.QueryContext(ctx, `SELECT hash, did, role, created_at_ms FROM tokens
+		rows, err := tx.QueryContext(ctx, `SELECT `+tokenCols+` FROM tokens
 			WHERE substr(hash, 1, length(?1)) = ?1 AND (?2 = '' OR did = ?2) LIMIT 2`, prefix, did)
 		if err != nil {
 			return fmt.Errorf("sqlite: delete token: %w", err)
 		}
-		var found []model.TokenInfo
-		for rows.Next() {
-			var t model.TokenInfo
-			var role string
-			if err := rows.Scan(&t.Hash, &t.DID, &role, &t.CreatedAtMS); err != nil {
-				rows.Close()
-				return fmt.Errorf("sqlite: delete token: %w", err)
-			}
-			t.Role = model.Role(role)
-			found = append(found, t)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		found, err := scanTokens(rows)
+		if err != nil {
 			return fmt.Errorf("sqlite: delete token: %w", err)
 		}
 		switch len(found) {
