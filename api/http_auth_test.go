@@ -65,6 +65,8 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 		{"GET", "/v1/scheduled", "/v1/scheduled", nil},
 		{"DELETE", "/v1/scheduled/{id}", cancel, nil}, // before the flush, which would deliver it
 		{"POST", "/v1/scheduled/flush", "/v1/scheduled/flush", wire.FlushRequest{}},
+		{"GET", "/v1/mail/pending", "/v1/mail/pending", nil},
+		{"POST", "/v1/mail/flush", "/v1/mail/flush", nil},
 		{"POST", "/v1/tokens", "/v1/tokens", wire.TokenRequest{DID: "did:x", Role: model.RoleAgent}},
 		{"GET", "/v1/tokens", "/v1/tokens", nil},
 		{"DELETE", "/v1/tokens/{token_id}", "/v1/tokens/" + tok.TokenID, nil},
@@ -184,6 +186,8 @@ func TestHTTPForbidden(t *testing.T) {
 		f("agent creates a token", "POST", "/v1/tokens", e.alice, wire.TokenRequest{DID: didAlice, Role: model.RoleAdmin}),
 		f("agent lists another's scheduled", "GET", "/v1/scheduled?sender=did:x:bob", e.alice, nil),
 		f("agent flushes scheduled", "POST", "/v1/scheduled/flush", e.bob, nil),
+		f("tunnel flushes Mails", "POST", "/v1/mail/flush", e.tunnel, nil),
+		f("tunnel lists another's pending Mails", "GET", "/v1/mail/pending?sender=did:tunnel:other", e.tunnel, nil),
 		f("agent dispatches", "POST", "/v1/dispatch", e.alice, wire.DispatchRequest{Msg: chat(didAlice, []string{didBob}, "x")}),
 		f("alice lists a GROUP_INBOX she is not in", "GET", boxPath(didGroup2, model.GroupInbox, "records"), e.alice, nil),
 		f("alice syncs a GROUP_INBOX she is not in", "GET", boxPath(didGroup2, model.GroupInbox, "sync"), e.alice, nil),
@@ -202,6 +206,7 @@ func TestHTTPForbidden(t *testing.T) {
 			{"alice syncs a GROUP_INBOX she is in", "GET", boxPath(didGroup, model.GroupInbox, "sync"), e.alice, nil},
 			{"alice reads a record of a group she is in", "GET", recPath(g1Rec, ""), e.alice, nil},
 			{"admin lists scheduled", "GET", "/v1/scheduled", e.admin, nil},
+			{"tunnel lists its pending Mails", "GET", "/v1/mail/pending", e.tunnel, nil},
 		} {
 			if r := e.do(t, c.method, c.path, c.token, c.body); r.status != http.StatusOK {
 				t.Errorf("%s: %s", c.name, r)

@@ -28,6 +28,8 @@ type Metrics struct {
 	purged   *prometheus.CounterVec
 	purgedMs prometheus.Counter
 	sched    prometheus.Counter
+	mailPart *prometheus.CounterVec
+	mails    *prometheus.CounterVec
 	wakes    *prometheus.CounterVec
 	requests *prometheus.HistogramVec
 
@@ -60,6 +62,12 @@ func NewMetrics() *Metrics {
 			Help: "Message bodies deleted by retention once no record referred to them."}),
 		sched: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgcenter_scheduled_total",
 			Help: "Delayed messages scheduled."}),
+		mailPart: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_mail_parts_total",
+			Help: "Parts of Mails (dispatches with aggregate), by stage: added (stored, waiting for the burst to end), written (delivered in their Mail), dropped (their Mail no longer validated)."},
+			[]string{"stage"}),
+		mails: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_mails_total",
+			Help: "Mails whose burst ended, by outcome: written (delivered as one message) or dropped (no longer valid)."},
+			[]string{"outcome"}),
 		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgcenter_claim_wakeups_total",
 			Help: "Claimers woken while they waited (get_next with wait_ms), by what they did: taken (claimed a record), empty (looked and found none), skipped (did not look: another claimer had found none since the last change that could leave one; also counts claimers back for more after an ack)."},
 			[]string{"box", "outcome"}),
@@ -76,7 +84,7 @@ func NewMetrics() *Metrics {
 	for _, k := range []string{streamKindBox, streamKindEvents} {
 		m.streams.WithLabelValues(k)
 	}
-	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.purged, m.purgedMs, m.sched, m.wakes, m.requests,
+	reg.MustRegister(m.claims, m.retries, m.dead, m.expired, m.created, m.purged, m.purgedMs, m.sched, m.mailPart, m.mails, m.wakes, m.requests,
 		m.streams, m.ownersOnline, m.streamsSlow,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -114,6 +122,15 @@ func (m *Metrics) ClaimWake(b model.BoxKind, o core.WakeOutcome) {
 
 // Scheduled implements core.Metrics.
 func (m *Metrics) Scheduled() { m.sched.Inc() }
+
+// MailPartAdded implements core.Metrics.
+func (m *Metrics) MailPartAdded() { m.mailPart.WithLabelValues("added").Inc() }
+
+// MailFlushed implements core.Metrics.
+func (m *Metrics) MailFlushed(parts int, outcome string) {
+	m.mails.WithLabelValues(outcome).Inc()
+	m.mailPart.WithLabelValues(outcome).Add(float64(parts))
+}
 
 func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())

@@ -192,6 +192,8 @@ func (a *API) routes() []route {
 		r("GET", "/v1/scheduled", a.scheduled, "sender", "recipient", "limit"),
 		r("POST", "/v1/scheduled/flush", a.flushScheduled),
 		r("DELETE", "/v1/scheduled/{id}", a.cancelScheduled),
+		r("GET", "/v1/mail/pending", a.pendingMail, "sender", "limit"),
+		r("POST", "/v1/mail/flush", a.flushMail),
 		r("POST", "/v1/tokens", a.createToken),
 		r("GET", "/v1/tokens", a.listTokens, "did", "limit"),
 		r("DELETE", "/v1/tokens/{token_id}", a.revokeToken),

@@ -122,6 +122,9 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if err != nil {
 		return nil, err
 	}
+	if req.Aggregate != nil {
+		return s.aggregate(ctx, who, req, c)
+	}
 	var res *wire.DispatchResult
 	// The tunnel that sent it: the caller, whether or not it names itself
 	// in ingress_ctx (checkIngress); for an admin's dispatch, the one it
@@ -267,7 +270,7 @@ func (s *Service) schedule(ctx context.Context, c *checked, op string, ctxJSON [
 
 // apply writes a plan and wakes whoever waits on the boxes it touched.
 func (s *Service) apply(ctx context.Context, p *store.Plan) error {
-	if len(p.Records) == 0 && p.ConsumeSchedule == 0 {
+	if len(p.Records) == 0 && p.ConsumeSchedule == 0 && p.ConsumeMail == nil {
 		return nil
 	}
 	res, err := s.st.Apply(ctx, p)

@@ -118,6 +118,13 @@ const (
 	EventRoutesSet    = "contact.routes_set"
 	EventTokenCreated = "token.created"
 	EventTokenRevoked = "token.revoked"
+
+	// Aggregation (store.Mail); the owner is the tunnel that dispatched
+	// the parts. mail.flushed names the Mail in msg_id, mail.part_added
+	// the part.
+	EventMailPartAdded = "mail.part_added"
+	EventMailFlushed   = "mail.flushed"
+	EventMailDropped   = "mail.dropped"
 )
 
 // EventTypes lists every event type, in the order the API documents them
@@ -125,7 +132,8 @@ const (
 var EventTypes = []string{EventRecordCreated, EventRecordState, EventRecordClaimed, EventRecordRetry,
 	EventRecordDead, EventLeaseExpired, EventLeaseExtended, EventRecordDelivered, EventRecordRedriven,
 	EventMsgScheduled, EventMsgCancelled, EventMsgDropped, EventConsumerCreated, EventConsumerDeleted, EventPurged,
-	EventGroupSet, EventBlocked, EventUnblocked, EventRoutesSet, EventTokenCreated, EventTokenRevoked}
+	EventGroupSet, EventBlocked, EventUnblocked, EventRoutesSet, EventTokenCreated, EventTokenRevoked,
+	EventMailPartAdded, EventMailFlushed, EventMailDropped}
 
 // Role is what a token may do.
 type Role string

@@ -100,7 +100,8 @@ type PurgeParams struct {
 	Acked            bool
 	MessagesBeforeMS int64
 	EventsBeforeMS   int64 // 0: keep every event
-	// KeysBeforeMS: idempotency keys bound before it go. 0 keeps them.
+	// KeysBeforeMS: idempotency keys bound before it go, and so do the
+	// flushed parts of Mails stored before it (store.Mail). 0 keeps them.
 	KeysBeforeMS int64
 	Limit        int
 }
@@ -111,10 +112,12 @@ type PurgeResult struct {
 	Messages int64                   `json:"messages"`
 	Events   int64                   `json:"events"`
 	Keys     int64                   `json:"idempotency_keys,omitempty"`
-	More     bool                    `json:"-"`
+	// MailParts counts flushed Mail parts forgotten.
+	MailParts int64 `json:"mail_parts,omitempty"`
+	More      bool  `json:"-"`
 }
 
 // Empty reports whether nothing was deleted.
 func (r PurgeResult) Empty() bool {
-	return len(r.Records) == 0 && r.Messages == 0 && r.Events == 0 && r.Keys == 0
+	return len(r.Records) == 0 && r.Messages == 0 && r.Events == 0 && r.Keys == 0 && r.MailParts == 0
 }

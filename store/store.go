@@ -120,6 +120,7 @@ type Store interface {
 	ListEvents(ctx context.Context, f EventFilter) ([]model.Event, error)
 
 	Consumers
+	Mail
 
 	PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error
 	// Token returns model.ErrNotFound for an unknown hash.
@@ -168,6 +169,9 @@ type Plan struct {
 	// ConsumeSchedule, when non-zero, is the scheduled entry this plan
 	// materializes.
 	ConsumeSchedule int64
+	// ConsumeMail, when set, is the bucket of parts this plan's message
+	// (their Mail) is written from (see MailConsume).
+	ConsumeMail *MailConsume `json:",omitempty"`
 }
 
 // ApplyResult tells which records were created (with their seq) and which

@@ -20,6 +20,70 @@ type DispatchRequest struct {
 	DelayMS *int64 `json:"delay_ms,omitempty"`
 	// DeliverAtMS is an absolute alternative to DelayMS (unix ms).
 	DeliverAtMS *int64 `json:"deliver_at_ms,omitempty"`
+	// Aggregate makes the message a part of a burst, delivered with the
+	// rest of it as one Mail once the burst pauses (see Aggregate).
+	Aggregate *Aggregate `json:"aggregate,omitempty"`
+}
+
+// Aggregate asks a dispatch to wait for the rest of its burst: the
+// messages a tunnel dispatches with the same Key to the same recipients
+// are delivered as one message, a Mail, once none came for WindowMS, or
+// MaxWaitMS after the first (whichever is first), or when the burst is
+// full. Unset durations take the server's defaults (5 s and 30 s).
+type Aggregate struct {
+	// Key names the burst within the tunnel: a chat, a thread, a session.
+	Key       string `json:"key"`
+	WindowMS  *int64 `json:"window_ms,omitempty"`
+	MaxWaitMS *int64 `json:"max_wait_ms,omitempty"`
+}
+
+// AggregateStatus tells a dispatch with Aggregate where its part is.
+type AggregateStatus struct {
+	// BucketID names the pending Mail the part waits in (0 once written).
+	BucketID int64 `json:"bucket_id,omitempty"`
+	// Parts is how many parts that Mail has so far.
+	Parts int `json:"parts,omitempty"`
+	// DueAtMS is when it is to be written, as things stand.
+	DueAtMS int64 `json:"due_at_ms,omitempty"`
+	// Duplicate is set when the part was dispatched before; MailID is
+	// then the Mail it went into, once written.
+	Duplicate bool   `json:"duplicate,omitempty"`
+	MailID    string `json:"mail_id,omitempty"`
+}
+
+// PendingMail is a Mail whose parts are waiting for their burst to end
+// (GET /v1/mail/pending).
+type PendingMail struct {
+	BucketID   int64    `json:"bucket_id"`
+	Sender     string   `json:"sender"`
+	Key        string   `json:"key"`
+	Recipients []string `json:"recipients"`
+	// Open is set while parts may still join.
+	Open       bool     `json:"open"`
+	Parts      int      `json:"parts"`
+	PartMsgIDs []string `json:"part_msg_ids"`
+	WindowMS   int64    `json:"window_ms"`
+	MaxWaitMS  int64    `json:"max_wait_ms"`
+	FirstAtMS  int64    `json:"first_at_ms"`
+	LastAtMS   int64    `json:"last_at_ms"`
+	DueAtMS    int64    `json:"due_at_ms"`
+}
+
+// PendingMailQuery selects pending Mails: an admin's choice of senders
+// (all by default); anyone else sees its own.
+type PendingMailQuery struct {
+	Sender string
+	Limit  int
+}
+
+// PendingMailResult answers GET /v1/mail/pending, soonest due first.
+type PendingMailResult struct {
+	Mail []PendingMail `json:"mail"`
+}
+
+// MailFlushResult answers POST /v1/mail/flush.
+type MailFlushResult struct {
+	Flushed int `json:"flushed"`
 }
 
 // DispatchResult answers a dispatch.
@@ -39,6 +103,9 @@ type DispatchResult struct {
 	// ScheduledID names a delayed message's entry, for DELETE
 	// /v1/scheduled/{id}.
 	ScheduledID int64 `json:"scheduled_id,omitempty"`
+	// Aggregate is set for a dispatch with Aggregate: its part waits for
+	// the rest of its burst, and is delivered to no one yet.
+	Aggregate *AggregateStatus `json:"aggregate,omitempty"`
 }
 
 // SendCtx steers route choice for post_send.

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -102,4 +105,49 @@ func plural(n int, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// aggFlags are dispatch's --aggregate flags.
+type aggFlags struct {
+	key             string
+	window, maxWait time.Duration
+}
+
+func (a *aggFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&a.key, "aggregate", "", "make the message a part of burst KEY (a chat, a session): its recipients get the burst as one Mail once it pauses")
+	fs.DurationVar(&a.window, "aggregate-window", 0, "with --aggregate: quiet time that ends the burst (default: the server's, 5s)")
+	fs.DurationVar(&a.maxWait, "aggregate-max-wait", 0, "with --aggregate: longest wait after the burst's first part (default: the server's, 30s)")
+}
+
+// request turns the flags into the wire field (nil without --aggregate).
+func (a *aggFlags) request(cmd *cobra.Command) (*wire.Aggregate, error) {
+	changed := cmd.Flags().Changed
+	if !changed("aggregate") {
+		if changed("aggregate-window") || changed("aggregate-max-wait") {
+			return nil, usagef("--aggregate-window and --aggregate-max-wait need --aggregate KEY")
+		}
+		return nil, nil
+	}
+	if a.key == "" {
+		return nil, usagef("--aggregate needs a key naming the burst (a chat, a session)")
+	}
+	out := &wire.Aggregate{Key: a.key}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+		dst  **int64
+	}{{"aggregate-window", a.window, &out.WindowMS}, {"aggregate-max-wait", a.maxWait, &out.MaxWaitMS}} {
+		if !changed(f.name) {
+			continue
+		}
+		ms, err := durationMS(f.name, f.d)
+		if err != nil {
+			return nil, err
+		}
+		if ms == 0 {
+			return nil, usagef("--%s must be at least 1ms", f.name)
+		}
+		*f.dst = &ms
+	}
+	return out, nil
 }

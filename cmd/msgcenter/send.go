@@ -221,11 +221,15 @@ To post in a group, --from is the group and --source its member, with no
 func newDispatchCmd(g *globals) *cobra.Command {
 	var f msgFlags
 	var ing model.Route
+	var agg aggFlags
 	cmd := &cobra.Command{
 		Use:   "dispatch --from DID --to DID [flags]",
 		Short: "Deliver an inbound message into inboxes (what tunnels do)",
 		Example: `  msgcenter dispatch --from did:tg:user:42 --to did:x:bob --text "hi" \
-      --tunnel-did did:tunnel:tg --platform telegram --chat-id 42`,
+      --tunnel-did did:tunnel:tg --platform telegram --chat-id 42
+
+  # part of a burst: bob gets one Mail once chat 42 is quiet for 5s
+  msgcenter dispatch --from did:tg:user:42 --to did:x:bob --text "hi" --aggregate tg:42`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, err := f.message(cmd)
@@ -237,6 +241,9 @@ func newDispatchCmd(g *globals) *cobra.Command {
 				return err
 			}
 			req := &wire.DispatchRequest{Msg: m, IdempotencyKey: f.idempotencyKey, DelayMS: delay, DeliverAtMS: at}
+			if req.Aggregate, err = agg.request(cmd); err != nil {
+				return err
+			}
 			// Only send an ingress context when one was described: the
 			// server tells "no context" from "empty context" by presence.
 			if ing.TunnelDID != "" || ing.Platform != "" || ing.ChatID != "" || ing.AccountID != "" || ing.Address != "" {
@@ -264,6 +271,7 @@ func newDispatchCmd(g *globals) *cobra.Command {
 	fs.StringVar(&ing.ChatID, "chat-id", "", "ingress: platform chat id (replies go back there)")
 	fs.StringVar(&ing.AccountID, "account-id", "", "ingress: platform account id")
 	fs.StringVar(&ing.Address, "address", "", "ingress: platform address of the sender")
+	agg.bind(fs)
 	return cmd
 }
 
@@ -316,5 +324,20 @@ func printDispatchResult(w io.Writer, r *wire.DispatchResult) error {
 	k.add("agents", strings.Join(r.DeliveredAgents, ", "))
 	k.add("dropped", strings.Join(r.DroppedRecipients, ", "))
 	k.add("reason", r.Reason)
+	if a := r.Aggregate; a != nil {
+		switch {
+		case a.Duplicate && a.MailID != "":
+			k.add("aggregate", "duplicate: already in Mail "+a.MailID)
+		case a.Duplicate && a.BucketID == 0:
+			k.add("aggregate", "duplicate: its idempotency key was used before")
+		default:
+			dup := ""
+			if a.Duplicate {
+				dup = "duplicate: "
+			}
+			k.add("aggregate", fmt.Sprintf("%spart %d of pending Mail %d, due %s", dup, a.Parts, a.BucketID,
+				time.UnixMilli(a.DueAtMS).UTC().Format(time.RFC3339Nano)))
+		}
+	}
 	return k.flush()
 }

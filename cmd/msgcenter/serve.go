@@ -18,6 +18,8 @@ func newServeCmd(g *globals) *cobra.Command {
 		storeKind, postgresURL                  string
 		maxAttempts, maxMessageBytes            int
 		defaultLease                            time.Duration
+		mailWindow, mailMaxWait                 time.Duration
+		mailMaxParts                            int
 		retention                               retentionFlags
 	)
 	cmd := &cobra.Command{
@@ -42,7 +44,8 @@ keys are kept as long as the longest period. For example:
   msgcenter serve --retention INBOX=90d,CONSUMER=1d,TUNNEL_OUTBOX=off --retention-events 7d`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flagsFromEnv(cmd, g, "durability", "max-attempts", "max-message-bytes", "default-lease", "log-level", "log-format"); err != nil {
+			if err := flagsFromEnv(cmd, g, "durability", "max-attempts", "max-message-bytes", "default-lease", "log-level", "log-format",
+				"mail-window", "mail-max-wait", "mail-max-parts"); err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("listen") {
@@ -64,6 +67,15 @@ keys are kept as long as the longest period. For example:
 			if defaultLease < time.Second {
 				return usagef("--default-lease must be at least 1s")
 			}
+			if mailWindow < time.Millisecond || mailWindow > 24*time.Hour {
+				return usagef("--mail-window must be between 1ms and 24h")
+			}
+			if mailMaxWait < mailWindow || mailMaxWait > 24*time.Hour {
+				return usagef("--mail-max-wait must be at least --mail-window (%s) and at most 24h", mailWindow)
+			}
+			if mailMaxParts < 1 {
+				return usagef("--mail-max-parts must be at least 1")
+			}
 			ret, err := retention.config(cmd, g)
 			if err != nil {
 				return err
@@ -76,7 +88,8 @@ keys are kept as long as the longest period. For example:
 				Durability:  durability,
 				Logger:      log,
 				Core: core.Config{MaxAttempts: maxAttempts, MaxMessageBytes: maxMessageBytes,
-					DefaultLease: defaultLease, Retention: ret},
+					DefaultLease: defaultLease, Retention: ret,
+					MailWindow: mailWindow, MailMaxWait: mailMaxWait, MailMaxParts: mailMaxParts},
 			})
 		},
 	}
@@ -87,6 +100,9 @@ keys are kept as long as the longest period. For example:
 	f.IntVar(&maxAttempts, "max-attempts", 3, "failed attempts after which a record is DEAD (env MSGCENTER_MAX_ATTEMPTS)")
 	f.IntVar(&maxMessageBytes, "max-message-bytes", 1<<20, "largest accepted message (canonical JSON bytes) (env MSGCENTER_MAX_MESSAGE_BYTES)")
 	f.DurationVar(&defaultLease, "default-lease", 300*time.Second, "lease of a claim that names none (env MSGCENTER_DEFAULT_LEASE)")
+	f.DurationVar(&mailWindow, "mail-window", 5*time.Second, "an aggregated burst ends after this long without a part (dispatch's aggregate.window_ms overrides) (env MSGCENTER_MAIL_WINDOW)")
+	f.DurationVar(&mailMaxWait, "mail-max-wait", 30*time.Second, "an aggregated burst ends at the latest this long after its first part (aggregate.max_wait_ms overrides) (env MSGCENTER_MAIL_MAX_WAIT)")
+	f.IntVar(&mailMaxParts, "mail-max-parts", 100, "an aggregated burst with this many parts ends at once (env MSGCENTER_MAIL_MAX_PARTS)")
 	retention.bind(f)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env MSGCENTER_LOG_LEVEL)")
 	f.StringVar(&logFormat, "log-format", "text", "text or json (env MSGCENTER_LOG_FORMAT)")

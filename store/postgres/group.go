@@ -174,7 +174,7 @@ func (s *Store) applyAtOnce(reqs []*applyReq, queued []*queuedPlan) bool {
 	}
 	var all []model.Record
 	for i, r := range reqs {
-		if r.plan.Idem != nil || r.plan.ConsumeSchedule != 0 {
+		if r.plan.Idem != nil || r.plan.ConsumeSchedule != 0 || r.plan.ConsumeMail != nil {
 			return false
 		}
 		all = append(all, queued[i].recs...)

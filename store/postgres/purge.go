@@ -125,6 +125,12 @@ var sqlPurgeAcked = `DELETE FROM records WHERE record_id IN (
 const sqlPurgeKeys = `DELETE FROM idempotency WHERE (scope, key) IN (
 	SELECT scope, key FROM idempotency WHERE created_at_ms < $1 ORDER BY created_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)`
 
+// sqlPurgeMailParts deletes at most $2 flushed parts (store.Mail) stored
+// before $1, which only told a part dispatched again from a new one.
+const sqlPurgeMailParts = `DELETE FROM mail_parts WHERE (mail_key, msg_id) IN (
+	SELECT mail_key, msg_id FROM mail_parts WHERE bucket_id IS NULL AND created_at_ms < $1
+	ORDER BY created_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)`
+
 // sqlPurgeEvents deletes at most $2 events older than $1, oldest ids first.
 const sqlPurgeEvents = `DELETE FROM events WHERE event_id IN (
 	SELECT event_id FROM events WHERE at_ms < $1 ORDER BY event_id LIMIT $2 FOR UPDATE SKIP LOCKED)`
@@ -214,6 +220,11 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			}
 			res.Keys = tag.RowsAffected()
 			res.More = res.More || res.Keys >= int64(limit)
+			if tag, err = tx.Exec(ctx, sqlPurgeMailParts, p.KeysBeforeMS, limit); err != nil {
+				return fail("purge flushed mail parts", err)
+			}
+			res.MailParts = tag.RowsAffected()
+			res.More = res.More || res.MailParts >= int64(limit)
 		}
 		if res.Empty() {
 			return nil

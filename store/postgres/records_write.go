@@ -139,6 +139,9 @@ func (s *Store) queuePlan(p *store.Plan) (*queuedPlan, error) {
 	if p.ConsumeSchedule != 0 {
 		b.Queue(sqlConsumeSched, p.ConsumeSchedule)
 	}
+	if c := p.ConsumeMail; c != nil {
+		b.Queue(sqlConsumeMail, c.BucketID, c.Parts, p.MsgID, p.NowMS)
+	}
 	if err := s.queueRecords(b, q.recs, p.NowMS); err != nil {
 		return nil, err
 	}
@@ -180,6 +183,15 @@ func (q *queuedPlan) read(br pgx.BatchResults) (res *store.ApplyResult, idemNew 
 		}
 		if n == 0 {
 			return nil, false, model.Conflict("schedule", fmt.Sprintf("scheduled entry %d was already materialized or cancelled", p.ConsumeSchedule))
+		}
+	}
+	if c := p.ConsumeMail; c != nil {
+		var n int64
+		if err := br.QueryRow().Scan(&n); err != nil {
+			return nil, false, fail("consume mail", err)
+		}
+		if n == 0 {
+			return nil, false, model.Conflict("mail", fmt.Sprintf("mail bucket %d was already flushed or changed", c.BucketID))
 		}
 	}
 	if err := readRecords(br, q.recs, res); err != nil {

@@ -271,6 +271,11 @@ func deleteGroupLog(ctx context.Context, tx *sql.Tx, beforeMS int64, limit int) 
 const keysQuery = `DELETE FROM idempotency WHERE (scope, key) IN
 	(SELECT scope, key FROM idempotency WHERE created_at_ms < ? ORDER BY created_at_ms LIMIT ?)`
 
+// mailPartsQuery deletes at most limit flushed parts (store.Mail) stored
+// before a time, which only told a part dispatched again from a new one.
+const mailPartsQuery = `DELETE FROM mail_parts WHERE (mail_key, msg_id) IN
+	(SELECT mail_key, msg_id FROM mail_parts WHERE bucket_id IS NULL AND created_at_ms < ? ORDER BY created_at_ms LIMIT ?)`
+
 // Purge is one retention pass in one transaction: records (terminal past
 // their family's cutoff, then groups' logs past p.GroupLogBeforeMS, then,
 // with p.Acked, acknowledged consumer records), at most p.Limit of them
@@ -350,8 +355,12 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			if err != nil {
 				return fmt.Errorf("sqlite: purge idempotency keys: %w", err)
 			}
-			res.Keys = n
-			res.More = res.More || n >= int64(limit)
+			m, err := txExecN(ctx, tx, mailPartsQuery, p.KeysBeforeMS, limit)
+			if err != nil {
+				return fmt.Errorf("sqlite: purge flushed mail parts: %w", err)
+			}
+			res.Keys, res.MailParts = n, m
+			res.More = res.More || n >= int64(limit) || m >= int64(limit)
 		}
 		if res.Empty() {
 			return nil

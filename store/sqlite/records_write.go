@@ -62,6 +62,11 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *sto
 			return fmt.Errorf("sqlite: consume schedule: %w", err)
 		}
 	}
+	if p.ConsumeMail != nil {
+		if err := s.consumeMail(ctx, tx, p); err != nil {
+			return err
+		}
+	}
 	if len(p.Records) > 0 {
 		s.deferred = append(s.deferred, recordSet{recs: p.Records, nowMS: p.NowMS, res: res, msgID: p.MsgID, msgRef: ref, fresh: fresh})
 	}

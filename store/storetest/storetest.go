@@ -56,6 +56,7 @@ func groups() []group {
 		{"Events", eventTests()},
 		{"Tokens", tokenTests()},
 		{"Consumers", consumerTests()},
+		{"Mail", mailTests()},
 		{"Purge", purgeTests()},
 		{"Concurrency", concurrencyTests()},
 	}
