@@ -25,6 +25,10 @@ func (a *API) pendingMail(w http.ResponseWriter, r *http.Request, who model.Iden
 }
 
 func (a *API) flushMail(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	var req struct{} // nothing to ask, but a body that asks something is refused
+	if err := a.decode(w, r, &req, true); err != nil {
+		return err
+	}
 	res, err := a.svc.FlushMail(r.Context(), who)
 	if err != nil {
 		return err

@@ -216,12 +216,30 @@ func TestMailInGroup(t *testing.T) {
 	if _, err := s.SetSubscribers(ctx, admin, group, &wire.SubscribersRequest{Subscribers: []string{}}); err != nil {
 		t.Fatal(err)
 	}
-	// Still a group without members? Then the Mail goes to nobody; either
-	// way it must leave the pending list.
+	// A group without members is still a group: its Mail goes to the
+	// group's log, as a post dispatched now would, and reaches nobody.
 	clk.Advance(6 * time.Second)
 	flushDue(t, s, clk)
 	if p, err := s.PendingMail(ctx, admin, wire.PendingMailQuery{}); err != nil || len(p.Mail) != 0 {
 		t.Fatalf("pending after the group emptied: %+v, %v", p, err)
+	}
+	evs, err := s.Events(ctx, admin, wire.EventQuery{Owner: tunnel.DID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range evs.Items {
+		types = append(types, e.Type)
+	}
+	want := []string{model.EventMailPartAdded, model.EventMailPartAdded, model.EventMailFlushed, model.EventMailPartAdded, model.EventMailFlushed}
+	if !slices.Equal(types, want) {
+		t.Fatalf("tunnel's events %v, want %v", types, want)
+	}
+	if got := texts(syncAll(t, s, group, model.GroupInbox)); !slices.Equal(got, []string{"a\nb", "c"}) {
+		t.Fatalf("the group's log holds %q, want both Mails", got)
+	}
+	if n := len(syncAll(t, s, bob, model.Inbox)); n != 1 {
+		t.Fatalf("bob, no longer a member, has %d records", n)
 	}
 }
 

@@ -147,10 +147,13 @@ func (s *Service) planDispatch(ctx context.Context, c *checked, ingress *model.R
 		res.DeliveredRecipients = append(res.DeliveredRecipients, res.DeliveredAgents...)
 		return p, res, nil
 	}
-	to := uniq(c.msg.To)
-	blocked, err := s.st.BlockedBy(ctx, sender, to)
-	if err != nil {
-		return nil, nil, err
+	to, blocked := c.to, map[string]bool(nil)
+	if to == nil {
+		to = uniq(c.msg.To)
+		var err error
+		if blocked, err = s.st.BlockedBy(ctx, sender, to); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, d := range to {
 		if blocked[d] {

@@ -25,6 +25,9 @@ type checked struct {
 	id      string
 	body    []byte
 	isGroup bool // from is a known group and source is set
+	// to, when set, is who planDispatch writes a direct message to
+	// instead of msg.to, blocks already applied: a Mail's audience.
+	to []string
 	// delivery is the group's, when isGroup: read when the message is
 	// planned, so a delayed message follows the group as it is when due.
 	delivery model.GroupDelivery

@@ -115,8 +115,8 @@ type aggFlags struct {
 
 func (a *aggFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&a.key, "aggregate", "", "make the message a part of burst KEY (a chat, a session): its recipients get the burst as one Mail once it pauses")
-	fs.DurationVar(&a.window, "aggregate-window", 0, "with --aggregate: quiet time that ends the burst (default: the server's, 5s)")
-	fs.DurationVar(&a.maxWait, "aggregate-max-wait", 0, "with --aggregate: longest wait after the burst's first part (default: the server's, 30s)")
+	fs.DurationVar(&a.window, "aggregate-window", 0, "with --aggregate: quiet time that ends the burst (default: the server's --mail-window)")
+	fs.DurationVar(&a.maxWait, "aggregate-max-wait", 0, "with --aggregate: longest wait after the burst's first part (default: the server's --mail-max-wait, or the window if longer)")
 }
 
 // request turns the flags into the wire field (nil without --aggregate).
@@ -128,7 +128,7 @@ func (a *aggFlags) request(cmd *cobra.Command) (*wire.Aggregate, error) {
 		}
 		return nil, nil
 	}
-	if a.key == "" {
+	if strings.TrimSpace(a.key) == "" {
 		return nil, usagef("--aggregate needs a key naming the burst (a chat, a session)")
 	}
 	out := &wire.Aggregate{Key: a.key}
