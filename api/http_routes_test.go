@@ -107,8 +107,42 @@ func TestHTTPRoutes(t *testing.T) {
 			c("did with space", "PUT", "/v1/routes/did%20x", e.admin, `{"routes":[]}`, 400, inv, "did"),
 			c("get did with space", "GET", "/v1/routes/did%20x", e.admin, nil, 400, inv, "did"),
 			c("alice sets dave's routes", "PUT", path, e.alice, `{"routes":[]}`, 403, wire.CodeForbidden, ""),
-			c("tunnel sets dave's routes", "PUT", path, e.tunnel, `{"routes":[]}`, 403, wire.CodeForbidden, ""),
+			c("tunnel sets dave's routes through another tunnel", "PUT", path, e.tunnel, `{"routes":[{"tunnel_did":"did:tunnel:slack","address":"x"}]}`, 403, wire.CodeForbidden, ""),
+			c("tunnel sets dave's routes with a bad route", "PUT", path, e.tunnel, `{"routes":[{"platform":"telegram"}]}`, 400, inv, "routes[0].address"),
+			c("tunnel sets dave's routes without a list", "PUT", path, e.tunnel, `{}`, 400, inv, "routes"),
 			c("alice reads dave's routes", "GET", path, e.alice, nil, 403, wire.CodeForbidden, ""),
 		})
+	})
+
+	t.Run("a tunnel sets its own routes to others", func(t *testing.T) {
+		before := ok[wire.RoutesResult](t, e.do(t, "GET", path, e.admin, nil)).Routes
+		var others []model.ContactRoute
+		for _, r := range before {
+			if r.TunnelDID != didTunnel {
+				others = append(others, r)
+			}
+		}
+		if len(others) == 0 || len(others) == len(before) {
+			t.Fatalf("dave's routes %+v: the test wants routes through the tunnel and through others", before)
+		}
+		mine := []model.ContactRoute{{Address: "tg:dave2", ChatID: "77", Platform: "telegram"}}
+		res := ok[wire.RoutesResult](t, e.do(t, "PUT", path, e.tunnel, wire.RoutesRequest{Routes: mine}))
+		want := []model.ContactRoute{{TunnelDID: didTunnel, Address: "tg:dave2", ChatID: "77", Platform: "telegram"}}
+		if !reflect.DeepEqual(res.Routes, want) {
+			t.Fatalf("set %+v, want %+v", res.Routes, want)
+		}
+		all := ok[wire.RoutesResult](t, e.do(t, "GET", path, e.admin, nil)).Routes
+		if !reflect.DeepEqual(all, append(append([]model.ContactRoute{}, others...), want...)) {
+			t.Fatalf("admin sees %+v: the other tunnels' routes must stay and the tunnel's be replaced", all)
+		}
+		seen := ok[wire.RoutesResult](t, e.do(t, "GET", path, e.tunnel, nil)).Routes
+		if !reflect.DeepEqual(seen, want) {
+			t.Fatalf("the tunnel sees %+v, want only its own", seen)
+		}
+		ok[wire.RoutesResult](t, e.do(t, "PUT", path, e.tunnel, wire.RoutesRequest{Routes: []model.ContactRoute{}}))
+		if left := ok[wire.RoutesResult](t, e.do(t, "GET", path, e.admin, nil)).Routes; !reflect.DeepEqual(left, others) {
+			t.Fatalf("after the tunnel removed its routes: %+v, want %+v", left, others)
+		}
+		ok[wire.RoutesResult](t, e.do(t, "PUT", path, e.admin, wire.RoutesRequest{Routes: before}))
 	})
 }

@@ -132,33 +132,24 @@ func (s *Service) Blocks(ctx context.Context, who model.Identity, owner string, 
 }
 
 // SetRoutes replaces the endpoints through which did is reached.
+//
+// A tunnel may also set another DID's routes through itself: that is how
+// a connector makes the people it brings in answerable (an agent replies
+// with post_send to the DID the tunnel dispatched from). It replaces only
+// the routes through that tunnel and keeps the others; every route it
+// gives must name the tunnel.
 func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string, routes []model.ContactRoute) (*wire.RoutesResult, error) {
 	if err := message.CheckDID("did", did, true); err != nil {
 		return nil, err
 	}
+	if tunnelOfOthers(who, did) {
+		return s.setTunnelRoutes(ctx, who, did, routes)
+	}
 	if err := canAct(who, did); err != nil {
 		return nil, err
 	}
-	if routes == nil {
-		return nil, model.Invalid("routes", "is required (an empty list removes all routes)")
-	}
-	if len(routes) > MaxRoutes {
-		return nil, model.Invalid("routes", fmt.Sprintf("at most %d routes", MaxRoutes))
-	}
-	seen := make(map[[3]string]int, len(routes))
-	for i := range routes {
-		if err := checkContactRoute(fmt.Sprintf("routes[%d]", i), &routes[i]); err != nil {
-			return nil, err
-		}
-		// One endpoint is one delivery record (its id follows from the
-		// tunnel, address and chat): a repeat would be the same record
-		// twice, with one of the two routes' settings.
-		r := &routes[i]
-		key := [3]string{r.TunnelDID, r.Address, r.ChatID}
-		if j, ok := seen[key]; ok {
-			return nil, model.Invalid(fmt.Sprintf("routes[%d]", i), fmt.Sprintf("reaches the same endpoint as routes[%d] (tunnel_did, address and chat_id); give each endpoint once", j))
-		}
-		seen[key] = i
+	if err := checkRoutes(routes); err != nil {
+		return nil, err
 	}
 	if err := s.st.SetRoutes(ctx, did, routes, s.nowMS()); err != nil {
 		return nil, err
@@ -166,19 +157,99 @@ func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string,
 	return &wire.RoutesResult{DID: did, Routes: routes}, nil
 }
 
-// Routes lists did's routes.
-func (s *Service) Routes(ctx context.Context, who model.Identity, did string) (*wire.RoutesResult, error) {
-	if err := canAct(who, did); err != nil {
+// tunnelOfOthers: is who a tunnel acting on another DID's routes?
+func tunnelOfOthers(who model.Identity, did string) bool {
+	return who.Role == model.RoleTunnel && who.DID != did
+}
+
+// setTunnelRoutes is SetRoutes for a tunnel on another DID: the given
+// routes (each through the tunnel) take the place of the DID's routes
+// through it, and the DID's other routes stay, in their order, first.
+// The read and the write are two steps: the store's SetRoutes replaces a
+// DID's routes whole, and s.routeMu keeps this node's read-modify-writes
+// from losing each other's routes. A concurrent change of the same DID's
+// routes on another node can still be lost to the older view.
+func (s *Service) setTunnelRoutes(ctx context.Context, who model.Identity, did string, routes []model.ContactRoute) (*wire.RoutesResult, error) {
+	for i := range routes {
+		switch routes[i].TunnelDID {
+		case "":
+			routes[i].TunnelDID = who.DID
+		case who.DID:
+		default:
+			return nil, model.Forbidden(fmt.Sprintf("%s may set routes of %s only through itself, not through routes[%d].tunnel_did %s", who.DID, did, i, routes[i].TunnelDID))
+		}
+	}
+	if err := checkRoutes(routes); err != nil {
 		return nil, err
+	}
+	s.routeMu.Lock()
+	defer s.routeMu.Unlock()
+	old, err := s.st.Routes(ctx, did)
+	if err != nil {
+		return nil, err
+	}
+	merged := make([]model.ContactRoute, 0, len(old)+len(routes))
+	for _, r := range old {
+		if r.TunnelDID != who.DID {
+			merged = append(merged, r)
+		}
+	}
+	merged = append(merged, routes...)
+	if len(merged) > MaxRoutes {
+		return nil, model.Invalid("routes", fmt.Sprintf("%s would have %d routes, at most %d are kept", did, len(merged), MaxRoutes))
+	}
+	if err := s.st.SetRoutes(ctx, did, merged, s.nowMS()); err != nil {
+		return nil, err
+	}
+	return &wire.RoutesResult{DID: did, Routes: routes}, nil
+}
+
+// checkRoutes checks a DID's whole list of routes.
+func checkRoutes(routes []model.ContactRoute) error {
+	if routes == nil {
+		return model.Invalid("routes", "is required (an empty list removes all routes)")
+	}
+	if len(routes) > MaxRoutes {
+		return model.Invalid("routes", fmt.Sprintf("at most %d routes", MaxRoutes))
+	}
+	seen := make(map[[3]string]int, len(routes))
+	for i := range routes {
+		if err := checkContactRoute(fmt.Sprintf("routes[%d]", i), &routes[i]); err != nil {
+			return err
+		}
+		// One endpoint is one delivery record (its id follows from the
+		// tunnel, address and chat): a repeat would be the same record
+		// twice, with one of the two routes' settings.
+		r := &routes[i]
+		key := [3]string{r.TunnelDID, r.Address, r.ChatID}
+		if j, ok := seen[key]; ok {
+			return model.Invalid(fmt.Sprintf("routes[%d]", i), fmt.Sprintf("reaches the same endpoint as routes[%d] (tunnel_did, address and chat_id); give each endpoint once", j))
+		}
+		seen[key] = i
+	}
+	return nil
+}
+
+// Routes lists did's routes; a tunnel asking for another DID's sees only
+// the routes through itself.
+func (s *Service) Routes(ctx context.Context, who model.Identity, did string) (*wire.RoutesResult, error) {
+	own := tunnelOfOthers(who, did)
+	if !own {
+		if err := canAct(who, did); err != nil {
+			return nil, err
+		}
 	}
 	routes, err := s.st.Routes(ctx, did)
 	if err != nil {
 		return nil, err
 	}
-	if routes == nil {
-		routes = []model.ContactRoute{}
+	out := []model.ContactRoute{}
+	for _, r := range routes {
+		if !own || r.TunnelDID == who.DID {
+			out = append(out, r)
+		}
 	}
-	return &wire.RoutesResult{DID: did, Routes: routes}, nil
+	return &wire.RoutesResult{DID: did, Routes: out}, nil
 }
 
 // SetReadState is set_read_state: a reader's receipt for a message,

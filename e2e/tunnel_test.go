@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/msgcenter/msgcenter/client"
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/tunnel/webhook"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+var inboundRE = regexp.MustCompile(`inbound posts to (http://\S+)`)
+
+// The webhook tunnel as a user runs it: `msgcenter tunnel webhook` beside
+// `msgcenter serve`, a signed post in, an agent's answer posted out to the
+// reply URL, and a clean stop on SIGTERM.
+func TestWebhookTunnel(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	ctx := testCtx(t, time.Minute)
+	admin := srv.Client()
+	tok, err := admin.CreateToken(ctx, &wire.TokenRequest{DID: "did:tunnel:hook", Role: model.RoleTunnel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("e2e-shared-secret-0123456789")
+	secretFile := filepath.Join(t.TempDir(), "hook.secret")
+	if err := os.WriteFile(secretFile, append(secret, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan webhookPost, 4)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- webhookPost{path: r.URL.Path, body: string(body), sigErr: webhook.Verify(secret, r.Header, body, time.Now())}
+		_, _ = w.Write([]byte(`{"id":"ext-7"}`))
+	}))
+	defer recv.Close()
+
+	cmd := exec.Command(binPath, "tunnel", "webhook", "--did", "did:tunnel:hook", "--secret-file", secretFile,
+		"--listen", "127.0.0.1:0", "--to", "did:agent:helper", "--log-level", "warn")
+	cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+tok.Token)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := inboundRE.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // a no-op once it has exited
+	var inbound string
+	select {
+	case inbound = <-addr:
+	case err := <-exited:
+		t.Fatalf("tunnel exited before listening: %v\n%s", err, logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("tunnel did not say where it listens\n%s", logs.String())
+	}
+
+	// In: a signed post from "alice" lands in the agent's inbox.
+	body := `{"id":"m-1","from":"alice","chat_id":"c-9","text":"hello","reply_url":"` + recv.URL + `/alice"}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, inbound, strings.NewReader(body))
+	webhook.SignRequest(req, secret, time.Now(), []byte(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("inbound post answered %d", resp.StatusCode)
+	}
+	inbox := syncAll(ctx, t, admin, "did:agent:helper", model.Inbox)
+	if len(inbox) != 1 {
+		t.Fatalf("inbox has %d records", len(inbox))
+	}
+	m, err := message.Decode(inbox[0].Msg)
+	if err != nil || m.From != "did:webhook:alice" || m.Content.Content != "hello" {
+		t.Fatalf("inbound message %+v, %v", m, err)
+	}
+
+	// Out: the agent answers alice; the tunnel posts it to her reply URL.
+	agent := client.New(srv.URL, mustToken(ctx, t, admin, "did:agent:helper", model.RoleAgent))
+	res, err := agent.PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{From: "did:agent:helper",
+		To: []string{"did:webhook:alice"}, Content: message.Content{Content: "hi alice"}}})
+	if err != nil || len(res.Deliveries) != 1 {
+		t.Fatalf("post_send %+v, %v", res, err)
+	}
+	select {
+	case p := <-got:
+		if p.sigErr != nil || p.path != "/alice" || !strings.Contains(p.body, `"hi alice"`) || !strings.Contains(p.body, res.Deliveries[0].RecordID) {
+			t.Fatalf("outbound post %+v", p)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no outbound post within 20s\n%s", logs.String())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec, err := admin.GetRecord(ctx, res.Deliveries[0].RecordID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Record.State == model.Sent && rec.Record.Delivery.ExternalMsgID == "ext-7" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery record %s %+v", rec.Record.State, rec.Record.Delivery)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("tunnel exited with %v after SIGTERM\n%s", err, logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("tunnel still running 15s after SIGTERM")
+	}
+}
+
+type webhookPost struct {
+	path, body string
+	sigErr     error
+}
+
+func mustToken(ctx context.Context, t *testing.T, admin *client.Client, did string, role model.Role) string {
+	t.Helper()
+	res, err := admin.CreateToken(ctx, &wire.TokenRequest{DID: did, Role: role})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Token
+}

@@ -1,0 +1,222 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/msgcenter/msgcenter/client"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/tunnel"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// Inbound is the body of a post to the Handler: one message from the
+// outside system.
+type Inbound struct {
+	// ID is the sender's id of the message, unique within its chat: a
+	// post retried with the same id makes nothing new.
+	ID string `json:"id"`
+	// From is the sender: a DID, used as it is, or the outside system's
+	// name for the user, made a DID with the tunnel's platform
+	// (did:<platform>:<from>).
+	From string `json:"from"`
+	// To names the recipients' DIDs (default: the tunnel's).
+	To []string `json:"to,omitempty"`
+	// ChatID groups the messages of one conversation (and their Mails).
+	ChatID string `json:"chat_id,omitempty"`
+	// ReplyURL is where replies to From are posted (http or https).
+	ReplyURL string `json:"reply_url,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Title    string `json:"title,omitempty"`
+	Format   string `json:"format,omitempty"`
+	// Machine is structured content kept with the message.
+	Machine json.RawMessage `json:"machine,omitempty"`
+	// ReplyTo is the msg_id of the message this one answers.
+	ReplyTo string `json:"reply_to,omitempty"`
+	// SentAtMS is when it was sent (unix ms; default: when received).
+	SentAtMS int64 `json:"sent_at_ms,omitempty"`
+}
+
+// Handler takes signed posts of Inbound and dispatches them. It answers
+// 200 with the dispatch's result once the message is stored, 4xx (a JSON
+// error naming the field) for a post that will never be taken, and 503
+// with Retry-After while msgcenter cannot be reached, so that the sender
+// retries.
+type Handler struct {
+	In     *tunnel.Inbound
+	Secret []byte
+	// MaxBody bounds a post (default 1 MiB).
+	MaxBody int64
+	Logger  *slog.Logger
+	// Now is the clock signatures are checked against (default time.Now).
+	Now func() time.Time
+}
+
+// Path is where the CLI's webhook tunnel serves Handler.
+const Path = "/inbound"
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeErr(w, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "", "post a JSON message here")
+		return
+	}
+	limit := h.MaxBody
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeErr(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, "", fmt.Sprintf("a post may be at most %d bytes", limit))
+			return
+		}
+		writeErr(w, http.StatusBadRequest, wire.CodeInvalid, "", "could not read the body: "+err.Error())
+		return
+	}
+	now := time.Now
+	if h.Now != nil {
+		now = h.Now
+	}
+	if err := Verify(h.Secret, r.Header, body, now()); err != nil {
+		writeErr(w, http.StatusUnauthorized, wire.CodeUnauthorized, "", err.Error())
+		return
+	}
+	ev, err := h.event(body)
+	if err != nil {
+		var fe *model.Error
+		if errors.As(err, &fe) {
+			writeErr(w, http.StatusBadRequest, wire.CodeInvalid, fe.Field, fe.Message)
+			return
+		}
+		writeErr(w, http.StatusBadRequest, wire.CodeInvalid, "", err.Error())
+		return
+	}
+	res, err := h.In.Dispatch(r.Context(), ev)
+	if err != nil {
+		h.dispatchErr(w, ev, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+// dispatchErr passes a refusal on to the sender (with msgcenter's field
+// names) and asks it to retry when msgcenter could not be reached.
+func (h *Handler) dispatchErr(w http.ResponseWriter, ev *tunnel.Event, err error) {
+	var api *client.APIError
+	var fe *model.Error
+	switch {
+	case errors.As(err, &api) && api.Status < 500 && api.Status != http.StatusTooManyRequests &&
+		api.Status != http.StatusUnauthorized && api.Status != http.StatusForbidden:
+		writeErr(w, api.Status, api.Code, api.Field, api.Message)
+	case errors.As(err, &fe):
+		writeErr(w, http.StatusBadRequest, wire.CodeInvalid, fe.Field, fe.Message)
+	default:
+		// The tunnel's own trouble (msgcenter down, its token refused):
+		// the message is not stored, and the sender should try again.
+		if h.Logger != nil {
+			h.Logger.Error("webhook: dispatch failed", "id", ev.ID, "from", ev.From, "err", err)
+		}
+		w.Header().Set("Retry-After", "5")
+		writeErr(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "", "msgcenter did not take the message; try again")
+	}
+}
+
+// event checks a post and makes it a tunnel.Event.
+func (h *Handler) event(body []byte) (*tunnel.Event, error) {
+	in, err := Decode(body)
+	if err != nil {
+		return nil, err
+	}
+	ev := &tunnel.Event{ID: in.ID, From: in.From, To: in.To, ChatID: in.ChatID, Address: in.ReplyURL,
+		Text: in.Text, Title: in.Title, Format: in.Format, Machine: in.Machine, ReplyTo: in.ReplyTo}
+	if !strings.HasPrefix(in.From, "did:") {
+		ev.From = tunnel.SenderDID(h.In.Platform, in.From)
+	}
+	if in.SentAtMS > 0 {
+		ev.At = time.UnixMilli(in.SentAtMS)
+	}
+	return ev, nil
+}
+
+// maxIDBytes bounds an inbound id (it becomes part of an idempotency key).
+const maxIDBytes = 128
+
+// Decode parses and checks an Inbound post: unknown fields, a missing id
+// or sender, an empty message and a reply URL that is not http(s) are
+// refused, each naming its field.
+func Decode(body []byte) (*Inbound, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var in Inbound
+	if err := dec.Decode(&in); err != nil {
+		return nil, decodeErr(err)
+	}
+	if dec.More() {
+		return nil, errors.New("the body holds more than one JSON value")
+	}
+	switch {
+	case strings.TrimSpace(in.ID) == "":
+		return nil, model.Invalid("id", "is required: the message's id in the sending system, so that a retried post makes nothing new")
+	case len(in.ID) > maxIDBytes:
+		return nil, model.Invalid("id", fmt.Sprintf("is %d bytes; at most %d", len(in.ID), maxIDBytes))
+	case strings.TrimSpace(in.From) == "":
+		return nil, model.Invalid("from", "is required: a DID, or the sending system's name for the user")
+	case in.Text == "" && len(in.Machine) == 0:
+		return nil, model.Invalid("text", "is required (or machine): the message is empty")
+	case in.SentAtMS < 0:
+		return nil, model.Invalid("sent_at_ms", "must not be negative")
+	}
+	if in.ReplyURL != "" {
+		if err := checkURL(in.ReplyURL); err != nil {
+			return nil, model.Invalid("reply_url", err.Error())
+		}
+	}
+	return &in, nil
+}
+
+func decodeErr(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return model.Invalid(te.Field, fmt.Sprintf("must be a JSON %s", te.Type.Kind()))
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return model.Invalid(strings.Trim(f, `"`), "is not a field of an inbound message (id, from, to, chat_id, reply_url, text, title, format, machine, reply_to, sent_at_ms)")
+	}
+	if err == io.EOF {
+		return errors.New("the body is empty; post a JSON object")
+	}
+	return fmt.Errorf("the body is not a JSON object: %s", msg)
+}
+
+// checkURL accepts an absolute http or https URL with a host.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("is not a URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("must be an http or https URL, not %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("has no host")
+	}
+	return nil
+}
+
+func writeErr(w http.ResponseWriter, status int, code, field, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: msg, Field: field}})
+}
