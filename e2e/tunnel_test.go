@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -158,4 +159,91 @@ func mustToken(ctx context.Context, t *testing.T, admin *client.Client, did stri
 		t.Fatal(err)
 	}
 	return res.Token
+}
+
+// The Telegram tunnel as a user runs it, against a stand-in for the Bot
+// API: a person's message reaches the agent, the agent's answer goes back
+// to the person's chat.
+func TestTelegramTunnel(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	ctx := testCtx(t, time.Minute)
+	admin := srv.Client()
+	tok := mustToken(ctx, t, admin, "did:tunnel:tg", model.RoleTunnel)
+	sent := make(chan string, 4)
+	var served atomic.Bool
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch strings.TrimPrefix(r.URL.Path, "/bot42:abc/") {
+		case "getMe":
+			_, _ = io.WriteString(w, `{"ok":true,"result":{"id":1,"is_bot":true,"first_name":"bot"}}`)
+		case "getUpdates":
+			if served.Swap(true) {
+				time.Sleep(100 * time.Millisecond)
+				_, _ = io.WriteString(w, `{"ok":true,"result":[]}`)
+				return
+			}
+			_, _ = io.WriteString(w, `{"ok":true,"result":[{"update_id":5,"message":{"message_id":9,"date":1790000000,`+
+				`"text":"hi bot","from":{"id":77,"is_bot":false,"first_name":"ann"},"chat":{"id":77,"type":"private"}}}]}`)
+		case "sendMessage":
+			_ = r.ParseMultipartForm(1 << 20)
+			sent <- r.FormValue("chat_id") + ":" + r.FormValue("text")
+			_, _ = io.WriteString(w, `{"ok":true,"result":{"message_id":10,"date":1,"chat":{"id":77,"type":"private"}}}`)
+		default:
+			http.Error(w, `{"ok":false,"error_code":404,"description":"Not Found"}`, http.StatusNotFound)
+		}
+	}))
+	defer api.Close()
+
+	cmd := exec.Command(binPath, "tunnel", "telegram", "--did", "did:tunnel:tg", "--to", "did:agent:helper",
+		"--api-url", api.URL, "--log-level", "warn")
+	cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+tok, "MSGCENTER_TELEGRAM_TOKEN=42:abc")
+	logs := &logBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	deadline := time.Now().Add(20 * time.Second)
+	var inbox []wire.RecordWithMsg
+	for len(inbox) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing in the agent's inbox after 20s\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+		res, err := admin.Sync(ctx, wire.SyncQuery{Owner: "did:agent:helper", Box: model.Inbox, WithObject: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inbox = res.Items
+	}
+	m, err := message.Decode(inbox[0].Msg)
+	if err != nil || m.From != "did:telegram:77" || m.Content.Content != "hi bot" {
+		t.Fatalf("inbound %+v, %v", m, err)
+	}
+	if _, err := admin.PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{From: "did:agent:helper",
+		To: []string{"did:telegram:77"}, Content: message.Content{Content: "hello ann"}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-sent:
+		if got != "77:hello ann" {
+			t.Fatalf("sendMessage %q", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no sendMessage within 20s\n%s", logs.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("tunnel exited with %v after SIGTERM\n%s", err, logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("tunnel still running 15s after SIGTERM")
+	}
 }

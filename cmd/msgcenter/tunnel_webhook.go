@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgcenter/msgcenter/client"
+	"github.com/msgcenter/msgcenter/tunnel"
+	"github.com/msgcenter/msgcenter/tunnel/webhook"
+)
+
+// envWebhookSecret holds the webhook tunnel's shared secret when
+// --secret-file is not given.
+const envWebhookSecret = "MSGCENTER_WEBHOOK_SECRET"
+
+func newTunnelWebhookCmd(g *globals) *cobra.Command {
+	var f tunnelFlags
+	var listen, secretFile, platform string
+	cmd := &cobra.Command{
+		Use:   "webhook --did DID --secret-file FILE [flags]",
+		Short: "A tunnel over signed HTTP posts: inbound posts become messages, messages to routed DIDs are posted out",
+		Long: `Run a webhook tunnel until interrupted. Use the tunnel's own token
+(msgcenter token create --did DID --role tunnel), through --token or
+` + envToken + `.
+
+Inbound: an outside system posts JSON to http://LISTEN` + webhook.Path + `:
+  {"id": "m-1", "from": "alice", "chat_id": "c-9", "text": "hi",
+   "reply_url": "https://example.com/hooks/msgcenter"}
+signed with the shared secret (headers ` + webhook.HeaderTimestamp + ` and
+` + webhook.HeaderSignature + `: v1=hex(HMAC-SHA256(secret, timestamp "." body))).
+"from" is a DID or the system's name for the user (then did:PLATFORM:NAME);
+the message goes to "to" or, when the post names nobody, to --to. An answer
+of 200 means the message is stored; a retried post with the same id makes
+nothing new. When reply_url is given, the sender's route through this
+tunnel is set to it, so that an agent can answer with post_send.
+
+Outbound: every message in the tunnel's TUNNEL_OUTBOX is posted, signed the
+same way, to its route's address (an http(s) URL) with its delivery_id as
+Idempotency-Key. A 2xx answer delivers it; 429 and 503 are retried after
+their Retry-After, other 5xx with backoff, other 4xx end it as DEAD.`,
+		Example: `  msgcenter token create --did did:tunnel:hook --role tunnel
+  head -c 32 /dev/urandom | base64 > hook.secret
+  MSGCENTER_TOKEN=<token> msgcenter tunnel webhook --did did:tunnel:hook \
+      --secret-file hook.secret --to did:agent:helper --aggregate`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			to, err := f.check()
+			if err != nil {
+				return err
+			}
+			secret, err := readSecret(secretFile, g.env(envWebhookSecret))
+			if err != nil {
+				return err
+			}
+			return runTunnel(cmd, g, &f, to, platform, func(ctx context.Context, c *client.Client, log *slog.Logger) (*connector, error) {
+				conn := &connector{sender: &webhook.Sender{Secret: secret, UserAgent: "msgcenter-webhook-tunnel/1"}}
+				if f.noInbound {
+					return conn, nil
+				}
+				ln, err := net.Listen("tcp", listen)
+				if err != nil {
+					return nil, usagef("--listen %s: %v", listen, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "webhook tunnel %s: inbound posts to http://%s%s\n", f.did, ln.Addr(), webhook.Path)
+				conn.inbound = func(ctx context.Context, in *tunnel.Inbound) error {
+					return serveInbound(ctx, ln, &webhook.Handler{In: in, Secret: secret, Logger: log})
+				}
+				return conn, nil
+			})
+		},
+	}
+	f.bind(cmd.Flags())
+	fl := cmd.Flags()
+	fl.StringVar(&listen, "listen", "127.0.0.1:7430", "where inbound posts are taken (HOST:PORT)")
+	fl.StringVar(&secretFile, "secret-file", "", "file holding the shared secret, at least 16 bytes (or env "+envWebhookSecret+")")
+	fl.StringVar(&platform, "platform", "webhook", "the platform's name: in routes, and in the DIDs of senders named without one")
+	return cmd
+}
+
+// serveInbound serves h on ln until ctx ends, then lets requests in
+// flight finish.
+func serveInbound(ctx context.Context, ln net.Listener, h http.Handler) error {
+	mux := http.NewServeMux()
+	mux.Handle(webhook.Path, h)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// readSecret reads the shared secret from file, else from the
+// environment's value.
+func readSecret(file, env string) ([]byte, error) {
+	var s []byte
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usagef("--secret-file: %v", err)
+		}
+		s = []byte(strings.TrimSpace(string(b)))
+	case env != "":
+		s = []byte(env)
+	default:
+		return nil, usagef("give the shared secret with --secret-file FILE or %s", envWebhookSecret)
+	}
+	if err := webhook.CheckSecret(s); err != nil {
+		return nil, usagef("the shared secret is %d bytes; use at least %d (for example: head -c 32 /dev/urandom | base64)", len(s), webhook.MinSecretBytes)
+	}
+	return s, nil
+}

@@ -1,0 +1,212 @@
+// Package telegram is a tunnel for a Telegram bot. Messages people send
+// the bot are dispatched into msgcenter (from did:telegram:<user id>);
+// messages agents post_send to such a DID go out through the bot to the
+// chat the person last wrote from.
+//
+// Inbound is at least once from Telegram and exactly once into msgcenter:
+// an update is confirmed to Telegram (by asking for the updates after it)
+// only once its dispatch is stored, and a dispatch seen again makes
+// nothing new, so a crash or restart of the tunnel loses no message and
+// doubles none. (go-telegram/bot's own poller confirms updates as soon as
+// it has read them, before they are handled; that is why the poll is
+// here, and the library does the sending.)
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/tunnel"
+)
+
+// DefaultAPIURL is Telegram's Bot API.
+const DefaultAPIURL = "https://api.telegram.org"
+
+// Platform is the platform name in routes and in senders' DIDs.
+const Platform = "telegram"
+
+// Poller long-polls a bot's updates and dispatches its messages.
+type Poller struct {
+	// Token is the bot's token from @BotFather.
+	Token string
+	// APIURL is the Bot API's base URL (default DefaultAPIURL; a local
+	// Bot API server or a test's fake).
+	APIURL string
+	In     *tunnel.Inbound
+	// Timeout is the long poll's (default 30 s).
+	Timeout time.Duration
+	HTTP    *http.Client
+	Logger  *slog.Logger
+}
+
+// Run polls until ctx ends. It returns early only when Telegram refuses
+// the token.
+func (p *Poller) Run(ctx context.Context) error {
+	p.defaults()
+	var offset int64
+	var pause, stuck time.Duration // stuck: the backoff of an update that will not dispatch
+	for ctx.Err() == nil {
+		if pause > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(pause):
+			}
+		}
+		updates, err := p.getUpdates(ctx, offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized {
+				return fmt.Errorf("telegram refused the bot token: %w", err)
+			}
+			if errors.As(err, &ae) && ae.RetryAfter > 0 {
+				pause = ae.RetryAfter
+			} else {
+				pause = min(max(2*pause, 500*time.Millisecond), 30*time.Second)
+			}
+			p.Logger.Warn("telegram: getUpdates failed; trying again", "err", err, "in", pause)
+			continue
+		}
+		pause = 0
+		for _, u := range updates {
+			if err := p.handle(ctx, u); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				// Not confirmed: Telegram hands it (and those after it)
+				// out again.
+				stuck = min(max(2*stuck, time.Second), 30*time.Second)
+				pause = stuck
+				p.Logger.Warn("telegram: could not dispatch an update; trying again", "update_id", u.ID, "err", err, "in", pause)
+				break
+			}
+			stuck = 0
+			offset = u.ID + 1
+		}
+	}
+	return nil
+}
+
+func (p *Poller) defaults() {
+	if p.APIURL == "" {
+		p.APIURL = DefaultAPIURL
+	}
+	if p.Timeout <= 0 {
+		p.Timeout = 30 * time.Second
+	}
+	if p.HTTP == nil {
+		p.HTTP = &http.Client{}
+	}
+	if p.Logger == nil {
+		p.Logger = slog.Default()
+	}
+}
+
+// handle dispatches one update. An update that carries no message, or
+// that msgcenter refuses for good (it names the field), is logged and
+// skipped: asking again would not change the answer.
+func (p *Poller) handle(ctx context.Context, u *models.Update) error {
+	ev := Event(u)
+	if ev == nil {
+		return nil
+	}
+	_, err := p.In.Dispatch(ctx, ev)
+	if err != nil && errors.Is(err, model.ErrInvalid) {
+		p.Logger.Warn("telegram: msgcenter refused a message; skipping it", "update_id", u.ID, "err", err)
+		return nil
+	}
+	return err
+}
+
+// Event makes an update's message an inbound event (nil for updates that
+// carry none: reactions, edits, bots' posts, …). The text is the
+// message's text or caption; the whole message goes into machine
+// content, so photos, stickers and replies reach the agent as data.
+func Event(u *models.Update) *tunnel.Event {
+	m := u.Message
+	if m == nil || m.From == nil || m.From.IsBot {
+		return nil
+	}
+	raw, err := json.Marshal(map[string]any{"telegram": m})
+	if err != nil {
+		return nil
+	}
+	text := m.Text
+	if text == "" {
+		text = m.Caption
+	}
+	return &tunnel.Event{
+		ID:      strconv.Itoa(m.ID),
+		From:    tunnel.SenderDID(Platform, strconv.FormatInt(m.From.ID, 10)),
+		ChatID:  strconv.FormatInt(m.Chat.ID, 10),
+		Text:    text,
+		Machine: raw,
+		At:      time.Unix(int64(m.Date), 0),
+	}
+}
+
+// apiError is an answer of the Bot API that is not ok.
+type apiError struct {
+	Code        int
+	Description string
+	RetryAfter  time.Duration
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("telegram: %d %s", e.Code, e.Description)
+}
+
+// getUpdates asks for the updates from offset on, confirming those
+// before it.
+func (p *Poller) getUpdates(ctx context.Context, offset int64) ([]*models.Update, error) {
+	body, _ := json.Marshal(map[string]any{"offset": offset, "timeout": int(p.Timeout.Seconds()),
+		"allowed_updates": []string{"message"}})
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout+30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		strings.TrimRight(p.APIURL, "/")+"/bot"+p.Token+"/getUpdates", bytes.NewReader(body))
+	if err != nil {
+		return nil, redact(err, p.Token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.HTTP.Do(req)
+	if err != nil {
+		return nil, redact(err, p.Token)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, redact(err, p.Token)
+	}
+	var r struct {
+		OK          bool             `json:"ok"`
+		Result      []*models.Update `json:"result"`
+		ErrorCode   int              `json:"error_code"`
+		Description string           `json:"description"`
+		Parameters  struct {
+			RetryAfter int `json:"retry_after"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("telegram: getUpdates answered %d with no JSON: %w", resp.StatusCode, err)
+	}
+	if !r.OK {
+		return nil, &apiError{Code: r.ErrorCode, Description: r.Description, RetryAfter: time.Duration(r.Parameters.RetryAfter) * time.Second}
+	}
+	return r.Result, nil
+}

@@ -1,0 +1,131 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-telegram/bot"
+
+	"github.com/msgcenter/msgcenter/tunnel"
+)
+
+// maxText is the most characters Telegram takes in one message.
+const maxText = 4096
+
+// Sender sends deliveries through the bot to their route's chat_id.
+type Sender struct {
+	Bot *bot.Bot
+}
+
+// NewBot makes the library's client for token at apiURL (DefaultAPIURL
+// when empty), checking the token with getMe.
+func NewBot(ctx context.Context, token, apiURL string) (*bot.Bot, error) {
+	if apiURL == "" {
+		apiURL = DefaultAPIURL
+	}
+	b, err := bot.New(token, bot.WithServerURL(strings.TrimRight(apiURL, "/")), bot.WithSkipGetMe(),
+		bot.WithErrorsHandler(func(error) {}))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.GetMe(ctx); err != nil {
+		// %v: the cause is Telegram's (or the network's to it), not
+		// msgcenter's, and must not read as a msgcenter connection error.
+		if errors.Is(err, bot.ErrorUnauthorized) || errors.Is(err, bot.ErrorNotFound) {
+			return nil, fmt.Errorf("telegram refused the bot token (getMe: %v)", redact(err, token))
+		}
+		return nil, fmt.Errorf("telegram at %s did not answer getMe: %v", apiURL, redact(err, token))
+	}
+	return b, nil
+}
+
+// Send sends one delivery. A text longer than Telegram takes goes as
+// several messages, in order; the first one's id is the external id.
+func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
+	chat := d.Route.ChatID
+	if chat == "" {
+		chat = d.Route.Address
+	}
+	if _, err := strconv.ParseInt(chat, 10, 64); err != nil && !strings.HasPrefix(chat, "@") {
+		return "", tunnel.Permanent("bad_chat_id", fmt.Sprintf("route chat_id %q is neither a Telegram chat id nor an @channel", chat))
+	}
+	text := d.Msg.Content.Content
+	if t := d.Msg.Content.Title; t != "" {
+		text = strings.TrimSpace(t + "\n\n" + text)
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", tunnel.Permanent("empty", "the message has no text to send")
+	}
+	var first string
+	for _, part := range split(text, maxText) {
+		m, err := s.Bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, Text: part})
+		if err != nil {
+			return "", classify(err, s.Bot.Token())
+		}
+		if first == "" {
+			first = strconv.Itoa(m.ID)
+		}
+	}
+	return first, nil
+}
+
+// classify turns the library's errors into retry advice: a rate limit is
+// retried after its wait, a chat that is gone or a bot that was blocked is
+// not retried, and everything else (the network, Telegram's 5xx, a token
+// being fixed) is retried with backoff.
+func classify(err error, token string) error {
+	var tooMany *bot.TooManyRequestsError
+	var migrated *bot.MigrateError
+	msg := redact(err, token).Error()
+	switch {
+	case errors.As(err, &tooMany):
+		return tunnel.Retry("429", msg, time.Duration(tooMany.RetryAfter)*time.Second)
+	case errors.As(err, &migrated):
+		return tunnel.Permanent("400", fmt.Sprintf("%s; the group is now chat %d: set the route's chat_id to it", msg, migrated.MigrateToChatID))
+	case errors.Is(err, bot.ErrorForbidden):
+		return tunnel.Permanent("403", msg)
+	case errors.Is(err, bot.ErrorBadRequest), errors.Is(err, bot.ErrorNotFound):
+		return tunnel.Permanent("400", msg)
+	case errors.Is(err, bot.ErrorUnauthorized):
+		return tunnel.Retry("401", msg+" (the bot token was refused)", 0)
+	}
+	return tunnel.Retry("send_error", msg, 0)
+}
+
+// split cuts text into pieces of at most n characters, at a line break
+// where there is one in the second half of a piece.
+func split(text string, n int) []string {
+	var out []string
+	for utf8.RuneCountInString(text) > n {
+		cut := byteOffset(text, n)
+		if i := strings.LastIndexByte(text[:cut], '\n'); i > cut/2 {
+			cut = i + 1
+		}
+		out = append(out, text[:cut])
+		text = text[cut:]
+	}
+	return append(out, text)
+}
+
+// byteOffset is where the n-th rune of s starts.
+func byteOffset(s string, n int) int {
+	for i := range s {
+		if n == 0 {
+			return i
+		}
+		n--
+	}
+	return len(s)
+}
+
+func redact(err error, token string) error {
+	if token == "" || !strings.Contains(err.Error(), token) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), token, "<token>"))
+}
