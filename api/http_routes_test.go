@@ -89,6 +89,7 @@ func TestHTTPRoutes(t *testing.T) {
 			return badCase{name: name, method: method, path: path, token: token, body: body, status: status, code: code, field: field}
 		}
 		inv := wire.CodeInvalid
+		e.setSubscribers(t, didGroup, didBob)
 		var many []string
 		for i := range 65 {
 			many = append(many, fmt.Sprintf(`{"tunnel_did":"did:t","address":"a%d"}`, i))
@@ -108,41 +109,39 @@ func TestHTTPRoutes(t *testing.T) {
 			c("get did with space", "GET", "/v1/routes/did%20x", e.admin, nil, 400, inv, "did"),
 			c("alice sets dave's routes", "PUT", path, e.alice, `{"routes":[]}`, 403, wire.CodeForbidden, ""),
 			c("tunnel sets dave's routes through another tunnel", "PUT", path, e.tunnel, `{"routes":[{"tunnel_did":"did:tunnel:slack","address":"x"}]}`, 403, wire.CodeForbidden, ""),
-			c("tunnel sets dave's routes with a bad route", "PUT", path, e.tunnel, `{"routes":[{"platform":"telegram"}]}`, 400, inv, "routes[0].address"),
-			c("tunnel sets dave's routes without a list", "PUT", path, e.tunnel, `{}`, 400, inv, "routes"),
+			c("tunnel sets a new DID's routes with a bad route", "PUT", "/v1/routes/did:ext:new", e.tunnel, `{"routes":[{"platform":"telegram"}]}`, 400, inv, "routes[0].address"),
+			c("tunnel sets a new DID's routes without a list", "PUT", "/v1/routes/did:ext:new", e.tunnel, `{}`, 400, inv, "routes"),
+			c("tunnel sets the routes of a DID another tunnel reaches", "PUT", path, e.tunnel, `{"routes":[{"address":"x"}]}`, 403, wire.CodeForbidden, ""),
+			c("tunnel sets the routes of a local agent", "PUT", "/v1/routes/"+esc(didBob), e.tunnel, `{"routes":[{"address":"x"}]}`, 403, wire.CodeForbidden, ""),
+			c("tunnel sets the routes of a group", "PUT", "/v1/routes/"+esc(didGroup), e.tunnel, `{"routes":[{"address":"x"}]}`, 403, wire.CodeForbidden, ""),
 			c("alice reads dave's routes", "GET", path, e.alice, nil, 403, wire.CodeForbidden, ""),
 		})
 	})
 
-	t.Run("a tunnel sets its own routes to others", func(t *testing.T) {
-		before := ok[wire.RoutesResult](t, e.do(t, "GET", path, e.admin, nil)).Routes
-		var others []model.ContactRoute
-		for _, r := range before {
-			if r.TunnelDID != didTunnel {
-				others = append(others, r)
-			}
-		}
-		if len(others) == 0 || len(others) == len(before) {
-			t.Fatalf("dave's routes %+v: the test wants routes through the tunnel and through others", before)
-		}
-		mine := []model.ContactRoute{{Address: "tg:dave2", ChatID: "77", Platform: "telegram"}}
-		res := ok[wire.RoutesResult](t, e.do(t, "PUT", path, e.tunnel, wire.RoutesRequest{Routes: mine}))
-		want := []model.ContactRoute{{TunnelDID: didTunnel, Address: "tg:dave2", ChatID: "77", Platform: "telegram"}}
+	t.Run("a tunnel routes the people it brings in", func(t *testing.T) {
+		erin := "/v1/routes/" + esc("did:ext:erin")
+		mine := []model.ContactRoute{{Address: "tg:erin", ChatID: "77", Platform: "telegram"}}
+		res := ok[wire.RoutesResult](t, e.do(t, "PUT", erin, e.tunnel, wire.RoutesRequest{Routes: mine}))
+		want := []model.ContactRoute{{TunnelDID: didTunnel, Address: "tg:erin", ChatID: "77", Platform: "telegram"}}
 		if !reflect.DeepEqual(res.Routes, want) {
 			t.Fatalf("set %+v, want %+v", res.Routes, want)
 		}
-		all := ok[wire.RoutesResult](t, e.do(t, "GET", path, e.admin, nil)).Routes
-		if !reflect.DeepEqual(all, append(append([]model.ContactRoute{}, others...), want...)) {
-			t.Fatalf("admin sees %+v: the other tunnels' routes must stay and the tunnel's be replaced", all)
+		if all := ok[wire.RoutesResult](t, e.do(t, "GET", erin, e.admin, nil)).Routes; !reflect.DeepEqual(all, want) {
+			t.Fatalf("admin sees %+v", all)
 		}
+		if seen := ok[wire.RoutesResult](t, e.do(t, "GET", erin, e.tunnel, nil)).Routes; !reflect.DeepEqual(seen, want) {
+			t.Fatalf("the tunnel sees %+v", seen)
+		}
+		// It sees only its own routes of a DID others reach too.
 		seen := ok[wire.RoutesResult](t, e.do(t, "GET", path, e.tunnel, nil)).Routes
-		if !reflect.DeepEqual(seen, want) {
-			t.Fatalf("the tunnel sees %+v, want only its own", seen)
+		for _, r := range seen {
+			if r.TunnelDID != didTunnel {
+				t.Fatalf("the tunnel sees another tunnel's route of dave: %+v", seen)
+			}
 		}
-		ok[wire.RoutesResult](t, e.do(t, "PUT", path, e.tunnel, wire.RoutesRequest{Routes: []model.ContactRoute{}}))
-		if left := ok[wire.RoutesResult](t, e.do(t, "GET", path, e.admin, nil)).Routes; !reflect.DeepEqual(left, others) {
-			t.Fatalf("after the tunnel removed its routes: %+v, want %+v", left, others)
+		ok[wire.RoutesResult](t, e.do(t, "PUT", erin, e.tunnel, wire.RoutesRequest{Routes: []model.ContactRoute{}}))
+		if left := ok[wire.RoutesResult](t, e.do(t, "GET", erin, e.admin, nil)).Routes; len(left) != 0 {
+			t.Fatalf("after the tunnel removed its routes: %+v", left)
 		}
-		ok[wire.RoutesResult](t, e.do(t, "PUT", path, e.admin, wire.RoutesRequest{Routes: before}))
 	})
 }

@@ -133,19 +133,20 @@ func (s *Service) Blocks(ctx context.Context, who model.Identity, owner string, 
 
 // SetRoutes replaces the endpoints through which did is reached.
 //
-// A tunnel may also set another DID's routes through itself: that is how
-// a connector makes the people it brings in answerable (an agent replies
-// with post_send to the DID the tunnel dispatched from). It replaces only
-// the routes through that tunnel and keeps the others; every route it
-// gives must name the tunnel.
+// A tunnel may also set the routes of a DID it brings in (a person on its
+// platform), so that an agent's reply finds its way back: only through
+// itself, and only for a DID that is nobody else's to route: not a local
+// identity (one with a token), not a group, and not reached through any
+// other tunnel. Those stay an admin's (or the DID's own) to change.
 func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string, routes []model.ContactRoute) (*wire.RoutesResult, error) {
 	if err := message.CheckDID("did", did, true); err != nil {
 		return nil, err
 	}
 	if tunnelOfOthers(who, did) {
-		return s.setTunnelRoutes(ctx, who, did, routes)
-	}
-	if err := canAct(who, did); err != nil {
+		if err := s.checkTunnelRoutes(ctx, who, did, routes); err != nil {
+			return nil, err
+		}
+	} else if err := canAct(who, did); err != nil {
 		return nil, err
 	}
 	if err := checkRoutes(routes); err != nil {
@@ -162,46 +163,42 @@ func tunnelOfOthers(who model.Identity, did string) bool {
 	return who.Role == model.RoleTunnel && who.DID != did
 }
 
-// setTunnelRoutes is SetRoutes for a tunnel on another DID: the given
-// routes (each through the tunnel) take the place of the DID's routes
-// through it, and the DID's other routes stay, in their order, first.
-// The read and the write are two steps: the store's SetRoutes replaces a
-// DID's routes whole, and s.routeMu keeps this node's read-modify-writes
-// from losing each other's routes. A concurrent change of the same DID's
-// routes on another node can still be lost to the older view.
-func (s *Service) setTunnelRoutes(ctx context.Context, who model.Identity, did string, routes []model.ContactRoute) (*wire.RoutesResult, error) {
+// checkTunnelRoutes checks a tunnel's routes for another DID (see
+// SetRoutes), filling in the tunnel where a route leaves it out.
+func (s *Service) checkTunnelRoutes(ctx context.Context, who model.Identity, did string, routes []model.ContactRoute) error {
 	for i := range routes {
 		switch routes[i].TunnelDID {
 		case "":
 			routes[i].TunnelDID = who.DID
 		case who.DID:
 		default:
-			return nil, model.Forbidden(fmt.Sprintf("%s may set routes of %s only through itself, not through routes[%d].tunnel_did %s", who.DID, did, i, routes[i].TunnelDID))
+			return model.Forbidden(fmt.Sprintf("%s may set routes of %s only through itself, not through routes[%d].tunnel_did %s", who.DID, did, i, routes[i].TunnelDID))
 		}
 	}
-	if err := checkRoutes(routes); err != nil {
-		return nil, err
+	toks, err := s.st.ListTokens(ctx, did, 1)
+	if err != nil {
+		return err
 	}
-	s.routeMu.Lock()
-	defer s.routeMu.Unlock()
+	if len(toks) > 0 {
+		return model.Forbidden(fmt.Sprintf("%s is a local identity (it has a token); a tunnel may not route it", did))
+	}
+	g, err := s.st.GroupDelivery(ctx, did)
+	if err != nil {
+		return err
+	}
+	if g != "" {
+		return model.Forbidden(fmt.Sprintf("%s is a group; a tunnel may not route it", did))
+	}
 	old, err := s.st.Routes(ctx, did)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	merged := make([]model.ContactRoute, 0, len(old)+len(routes))
 	for _, r := range old {
 		if r.TunnelDID != who.DID {
-			merged = append(merged, r)
+			return model.Forbidden(fmt.Sprintf("%s is reached through %s too; only an admin may change its routes", did, r.TunnelDID))
 		}
 	}
-	merged = append(merged, routes...)
-	if len(merged) > MaxRoutes {
-		return nil, model.Invalid("routes", fmt.Sprintf("%s would have %d routes, at most %d are kept", did, len(merged), MaxRoutes))
-	}
-	if err := s.st.SetRoutes(ctx, did, merged, s.nowMS()); err != nil {
-		return nil, err
-	}
-	return &wire.RoutesResult{DID: did, Routes: routes}, nil
+	return nil
 }
 
 // checkRoutes checks a DID's whole list of routes.

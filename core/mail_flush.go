@@ -29,9 +29,12 @@ import (
 //     the message it was when dispatched.
 //
 // Each message is written by a plan of its own, the last with the
-// bucket's removal; a crash in between writes the same messages again
-// (they are built from the bucket alone, so their ids are the same) and
-// makes no second record.
+// bucket's removal. The bucket is closed before it is read, so its parts
+// do not change; a crash between the plans writes the same messages again
+// (their ids follow from the parts and the audiences) and makes no second
+// record. What can still double a part is a crash between the plans
+// followed by a change of blocks among the recipients before the retry:
+// the audiences, and so the messages, are then others.
 
 // runMailFlusher writes Mails as their bursts end. It sleeps until the
 // earliest due time, and is kicked when a part arrives.
@@ -71,6 +74,12 @@ func (s *Service) runMailFlusher(ctx context.Context) {
 func (s *Service) flushMail(ctx context.Context, beforeMS int64) (int, error) {
 	s.mailMu.Lock()
 	defer s.mailMu.Unlock()
+	// No part may join a bucket while its Mail is built: a Mail written as
+	// several messages (see the top of this file) would be written again,
+	// with the new part, by the next pass.
+	if _, err := s.st.CloseMail(ctx, beforeMS); err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		due, err := s.st.DueMail(ctx, beforeMS, schedBatch)
@@ -260,7 +269,7 @@ func (s *Service) mailAudiences(ctx context.Context, b *store.MailBucket, parts 
 		auds = append(auds, audience{to: []string{r}, idx: idx})
 	}
 	auds = slices.DeleteFunc(auds, func(a audience) bool { return len(a.idx) == 0 })
-	if i, ok := bySig[""]; ok && i < len(auds) && len(auds[i].idx) == len(parts) {
+	if i := slices.IndexFunc(auds, func(a audience) bool { return len(a.idx) == len(parts) }); i >= 0 {
 		full := auds[i]
 		auds = append(slices.Delete(auds, i, i+1), full)
 	}

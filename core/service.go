@@ -121,9 +121,6 @@ type Service struct {
 
 	schedMu   sync.Mutex
 	schedKick chan struct{}
-	// routeMu keeps tunnels' read-modify-writes of routes from losing
-	// each other's (setTunnelRoutes).
-	routeMu sync.Mutex
 	// mailMu keeps the flusher and an admin's flush from writing the same
 	// Mail at once (the loser would only meet a conflict, but log it).
 	mailMu     sync.Mutex

@@ -33,6 +33,12 @@ type Mail interface {
 	// ListMail lists pending buckets (all, or Sender's) in due order,
 	// with their parts' ids but not their bodies; at most q.Limit.
 	ListMail(ctx context.Context, q MailQuery) ([]MailBucket, error)
+	// CloseMail closes the open buckets due by beforeMS: a part with
+	// their key opens a new bucket from then on. The flusher closes what
+	// it is about to read, so that no part joins a bucket whose Mail is
+	// being built (a node with a late clock, an admin's flush of buckets
+	// not yet due). It returns how many it closed.
+	CloseMail(ctx context.Context, beforeMS int64) (int, error)
 	// NextMailDue returns the earliest due time of any bucket.
 	NextMailDue(ctx context.Context) (atMS int64, ok bool, err error)
 	// DropMail deletes a bucket holding parts parts, with its parts,

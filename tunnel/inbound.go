@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ type Inbound struct {
 	// Aggregate, when set, delivers each chat's bursts as one Mail (see
 	// wire.Aggregate); the zero durations take the server's defaults.
 	Aggregate *Aggregate
+	Logger    *slog.Logger
 
 	mu     sync.Mutex
 	routes map[string]routeKey // sender DID → the route last set for it
@@ -96,9 +98,14 @@ func (in *Inbound) Dispatch(ctx context.Context, ev *Event) (*wire.DispatchResul
 	}
 	if !ev.NoReplyRoute && (ev.ChatID != "" || ev.Address != "") {
 		// Before the dispatch: an agent that answers at once must find
-		// the route already there.
+		// the route already there. A route msgcenter refuses (the DID is
+		// not the tunnel's to route) does not hold the message back.
 		if err := in.ensureRoute(ctx, ev.From, routeKey{ev.ChatID, ev.Address}); err != nil {
-			return nil, err
+			var api *client.APIError
+			if !errors.As(err, &api) || api.Status >= 500 {
+				return nil, err
+			}
+			in.logger().Warn("tunnel: the sender's route was refused; dispatching without it", "from", ev.From, "err", err)
 		}
 	}
 	var at int64 // absent unless the platform says: a retried event must make the same message
@@ -111,7 +118,9 @@ func (in *Inbound) Dispatch(ctx context.Context, ev *Event) (*wire.DispatchResul
 	}
 	chat := ev.ChatID
 	if chat == "" {
-		chat = ev.Address
+		// No chat: each sender is a conversation of its own (two people
+		// may both send their message "1").
+		chat = "from=" + ev.From
 	}
 	m := &message.Message{
 		From:        ev.From,
@@ -146,14 +155,27 @@ func (in *Inbound) Dispatch(ctx context.Context, ev *Event) (*wire.DispatchResul
 
 // key is the platform-wide name of a chat (and of a message in it).
 func (in *Inbound) key(chat, id string) string {
-	k := in.Platform + ":" + in.AccountID + ":" + chat
+	k := keyPart(in.Platform) + ":" + keyPart(in.AccountID) + ":" + keyPart(chat)
 	if id != "" {
-		k += ":" + id
+		k += ":" + keyPart(id)
 	}
 	if len(k) > maxKey {
 		k = "h:" + message.IDOf([]byte(k))
 	}
 	return k
+}
+
+// keyPart escapes the separator out of one part of a key, so that two
+// different (chat, id) pairs never make the same key.
+func keyPart(s string) string {
+	return strings.NewReplacer("%", "%25", ":", "%3A").Replace(s)
+}
+
+func (in *Inbound) logger() *slog.Logger {
+	if in.Logger != nil {
+		return in.Logger
+	}
+	return slog.Default()
 }
 
 // ensureRoute sets from's route through this tunnel to where it last

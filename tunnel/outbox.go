@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"sync"
@@ -172,8 +173,10 @@ func (o *Outbox) Run(ctx context.Context) error {
 	}
 }
 
-// work is one worker: claim, send, report (the report claims the next
-// record in the same call while there is a backlog).
+// work is one worker: claim, send, report. (The API can claim the next
+// record in the report's call; that is not used here: a report whose
+// answer is lost would leave that record claimed by nobody until its lease
+// ran out. A platform's send costs far more than the extra call.)
 func (o *Outbox) work(ctx context.Context) error {
 	var cur *wire.RecordWithMsg
 	pause := newBackoff()
@@ -204,8 +207,8 @@ func (o *Outbox) work(ctx context.Context) error {
 			}
 			cur = next
 		}
-		res := o.deliver(ctx, cur)
-		cur = o.report(ctx, cur, res)
+		o.report(ctx, cur, o.deliver(ctx, cur))
+		cur = nil
 	}
 }
 
@@ -228,7 +231,7 @@ func (o *Outbox) deliver(ctx context.Context, rec *wire.RecordWithMsg) wire.Deli
 	d.Msg = m
 	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.SendTimeout)
 	defer cancel()
-	stop := o.keepLease(sendCtx, rec)
+	stop := o.keepLease(sendCtx, rec, cancel)
 	ext, err := o.Sender.Send(sendCtx, d)
 	stop()
 	if err != nil {
@@ -244,7 +247,7 @@ func result(err error) wire.DeliveryResult {
 	var e *Error
 	if errors.As(err, &e) {
 		return wire.DeliveryResult{ErrorCode: e.Code, ErrorMessage: e.Message, Retryable: e.Retryable,
-			RetryAfterMS: e.RetryAfter.Milliseconds()}
+			RetryAfterMS: max(e.RetryAfter.Milliseconds(), 0)}
 	}
 	code := "send_error"
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -255,8 +258,9 @@ func result(err error) wire.DeliveryResult {
 
 // keepLease extends the record's lease every third of it until stop is
 // called, so a slow platform does not hand the record to another worker
-// mid-send.
-func (o *Outbox) keepLease(ctx context.Context, rec *wire.RecordWithMsg) (stop func()) {
+// mid-send. Once the lease is lost (another worker may be sending the
+// record now) it ends the send through abort.
+func (o *Outbox) keepLease(ctx context.Context, rec *wire.RecordWithMsg, abort func()) (stop func()) {
 	if rec.Record.Lease == nil {
 		return func() {}
 	}
@@ -271,9 +275,17 @@ func (o *Outbox) keepLease(ctx context.Context, rec *wire.RecordWithMsg) (stop f
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_, err := o.Client.ExtendLease(ctx, rec.Record.RecordID,
+				cctx, cancel := context.WithTimeout(ctx, o.Lease/3)
+				_, err := o.Client.ExtendLease(cctx, rec.Record.RecordID,
 					&wire.LeaseRequest{LeaseMS: o.Lease.Milliseconds(), LeaseID: rec.Record.Lease.ID})
-				if err != nil && ctx.Err() == nil {
+				cancel()
+				switch {
+				case err == nil || ctx.Err() != nil:
+				case errors.Is(err, model.ErrLeaseLost) || errors.Is(err, model.ErrNotFound) || errors.Is(err, model.ErrInvalidTransition):
+					o.Logger.Warn("tunnel: lost the lease mid-send; abandoning the send", "record_id", rec.Record.RecordID, "err", err)
+					abort()
+					return
+				default:
 					o.Logger.Warn("tunnel: could not extend a lease", "record_id", rec.Record.RecordID, "err", err)
 				}
 			}
@@ -282,42 +294,39 @@ func (o *Outbox) keepLease(ctx context.Context, rec *wire.RecordWithMsg) (stop f
 	return func() { cancel(); <-done }
 }
 
-// report tells the server how the send went and, unless ctx has ended,
-// claims the box's next record in the same call (without waiting: an idle
-// worker waits in its own claim, which ctx can end). A report that cannot
-// reach the server is tried again until the lease would have run out; a
-// report the server refuses because the lease was lost is logged: the
-// record went back to its queue and will be sent again.
-func (o *Outbox) report(ctx context.Context, rec *wire.RecordWithMsg, res wire.DeliveryResult) *wire.RecordWithMsg {
+// report tells the server how the send went. A report that cannot reach
+// the server is tried again until the lease would have run out; a report
+// the server refuses because the lease was lost is logged: the record went
+// back to its queue and will be sent again (unless it was an earlier try
+// of this report, whose answer was lost, that took).
+func (o *Outbox) report(ctx context.Context, rec *wire.RecordWithMsg, res wire.DeliveryResult) {
 	req := &wire.DeliveryRequest{Result: &res, WithObject: new(bool)}
 	if rec.Record.Lease != nil {
 		req.LeaseID = rec.Record.Lease.ID
 	}
-	if ctx.Err() == nil {
-		req.Next = o.claim(0)
-	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.Lease)
 	defer cancel()
 	pause := newBackoff()
-	for {
-		out, err := o.Client.ReportDelivery(rctx, rec.Record.RecordID, req)
+	for retried := false; ; retried = true {
+		_, err := o.Client.ReportDelivery(rctx, rec.Record.RecordID, req)
 		if err == nil {
-			if out.NextError != nil {
-				o.Logger.Warn("tunnel: reported, but the next claim failed", "record_id", rec.Record.RecordID,
-					"err", out.NextError.Message)
-			}
-			return out.Next
+			return
 		}
 		var api *client.APIError
-		if errors.As(err, &api) && api.Status < 500 {
+		if errors.As(err, &api) && api.Status < 500 && api.Status != http.StatusTooManyRequests && api.Status != http.StatusRequestTimeout {
+			if retried && errors.Is(err, model.ErrLeaseLost) {
+				o.Logger.Info("tunnel: a delivery report was probably applied by an earlier try whose answer was lost",
+					"record_id", rec.Record.RecordID)
+				return
+			}
 			o.Logger.Warn("tunnel: the server refused a delivery report; the record will be sent again when its lease ends",
 				"record_id", rec.Record.RecordID, "ok", res.OK, "err", err)
-			return nil
+			return
 		}
 		if rctx.Err() != nil {
 			o.Logger.Error("tunnel: could not report a delivery before its lease ran out; it will be sent again",
 				"record_id", rec.Record.RecordID, "ok", res.OK, "err", err)
-			return nil
+			return
 		}
 		o.Logger.Warn("tunnel: delivery report failed; trying again", "record_id", rec.Record.RecordID, "err", err)
 		pause.sleep(rctx)

@@ -131,7 +131,7 @@ func runTunnel(cmd *cobra.Command, g *globals, f *tunnelFlags, to []string, plat
 		}()
 	}
 	if !f.noInbound {
-		in := &tunnel.Inbound{Client: c, DID: f.did, Platform: platform, To: to}
+		in := &tunnel.Inbound{Client: c, DID: f.did, Platform: platform, To: to, Logger: log}
 		if f.aggregate {
 			in.Aggregate = &tunnel.Aggregate{Window: f.window, MaxWait: f.maxWait}
 		}

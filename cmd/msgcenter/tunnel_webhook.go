@@ -93,15 +93,18 @@ func serveInbound(ctx context.Context, ln net.Listener, h http.Handler) error {
 	mux.Handle(webhook.Path, h)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return err // ctx is cancelled by the caller on an error; drained follows
 	}
+	<-drained // Serve returns as Shutdown starts; the posts in flight finish first
 	return nil
 }
 

@@ -226,6 +226,17 @@ func (s *Store) NextMailDue(ctx context.Context) (int64, bool, error) {
 	return *at, true, nil
 }
 
+// CloseMail closes the open buckets due by beforeMS. A part being added
+// holds its bucket's row: the update waits for it, then sees the bucket's
+// new due time.
+func (s *Store) CloseMail(ctx context.Context, beforeMS int64) (int, error) {
+	tag, err := s.pool.Exec(ctx, "UPDATE mail_buckets SET open_key = NULL WHERE open_key IS NOT NULL AND due_at_ms <= $1", beforeMS)
+	if err != nil {
+		return 0, fail("close mail", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // sqlConsumeMail deletes a bucket that still holds $2 parts, marks its
 // parts as gone into the Mail $3 and appends mail.flushed, in one
 // statement; it returns how many buckets it deleted (0 or 1).

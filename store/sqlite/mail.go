@@ -218,6 +218,20 @@ func (s *Store) NextMailDue(ctx context.Context) (int64, bool, error) {
 	return at.Int64, at.Valid, nil
 }
 
+// CloseMail closes the open buckets due by beforeMS.
+func (s *Store) CloseMail(ctx context.Context, beforeMS int64) (int, error) {
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE mail_buckets SET open_key = NULL WHERE open_key IS NOT NULL AND due_at_ms <= ?", beforeMS)
+		if err != nil {
+			return fmt.Errorf("sqlite: close mail: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
 // DropMail deletes a bucket and its parts without a Mail.
 func (s *Store) DropMail(ctx context.Context, bucketID int64, parts int, nowMS int64, why string) error {
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {

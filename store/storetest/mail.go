@@ -16,6 +16,7 @@ func mailTests() []testCase {
 		{"MaxWait", testMailMaxWait},
 		{"FullBucketCloses", testMailFull},
 		{"DueBucketCloses", testMailDueCloses},
+		{"CloseMail", testMailClose},
 		{"Duplicates", testMailDuplicates},
 		{"Consume", testMailConsume},
 		{"Drop", testMailDrop},
@@ -164,6 +165,34 @@ func testMailDueCloses(t *testing.T, s store.Store) {
 	bs := dueMail(t, s, base+6_000)
 	if len(bs) != 1 || bs[0].ID != r1.Bucket.ID || bs[0].Open || bs[0].PartCount != 1 || bs[0].DueAtMS != base+5_000 {
 		t.Fatalf("due: %+v", bs)
+	}
+}
+
+// CloseMail closes the open buckets due by the time given, and only
+// those: a part with a closed bucket's key opens a new one, even before the
+// closed one is due; the closed bucket keeps its parts and due time.
+func testMailClose(t *testing.T, s store.Store) {
+	early := mustAddPart(t, s, mailPart("early", "e1", base), nil)
+	late := mustAddPart(t, s, mailPart("late", "z1", base+4_000), nil)
+	n, err := s.CloseMail(t.Context(), base+5_000)
+	requireNoError(t, err, "CloseMail")
+	if n != 1 {
+		t.Fatalf("CloseMail closed %d buckets, want the one due by then", n)
+	}
+	if again, err := s.CloseMail(t.Context(), base+5_000); err != nil || again != 0 {
+		t.Fatalf("CloseMail again: %d, %v", again, err)
+	}
+	e2 := mustAddPart(t, s, mailPart("early", "e2", base+1_000), nil)
+	if e2.Bucket.ID == early.Bucket.ID || e2.Bucket.PartCount != 1 {
+		t.Fatalf("a part joined a closed bucket: %+v", e2.Bucket)
+	}
+	z2 := mustAddPart(t, s, mailPart("late", "z2", base+4_500), nil)
+	if z2.Bucket.ID != late.Bucket.ID || z2.Bucket.PartCount != 2 {
+		t.Fatalf("a bucket not yet due was closed: %+v", z2.Bucket)
+	}
+	bs := dueMail(t, s, base+5_000)
+	if len(bs) != 1 || bs[0].ID != early.Bucket.ID || bs[0].Open || bs[0].PartCount != 1 || bs[0].DueAtMS != base+5_000 {
+		t.Fatalf("due after CloseMail: %+v", bs)
 	}
 }
 

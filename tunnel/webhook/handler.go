@@ -24,9 +24,10 @@ type Inbound struct {
 	// ID is the sender's id of the message, unique within its chat: a
 	// post retried with the same id makes nothing new.
 	ID string `json:"id"`
-	// From is the sender: a DID, used as it is, or the outside system's
-	// name for the user, made a DID with the tunnel's platform
-	// (did:<platform>:<from>).
+	// From is the sender: the outside system's name for the user, made a
+	// DID with the tunnel's platform (did:<platform>:<from>), or such a
+	// DID itself. A DID of another platform is refused: a post may not
+	// speak for an agent, or for people another tunnel brings in.
 	From string `json:"from"`
 	// To names the recipients' DIDs (default: the tunnel's).
 	To []string `json:"to,omitempty"`
@@ -41,7 +42,8 @@ type Inbound struct {
 	Machine json.RawMessage `json:"machine,omitempty"`
 	// ReplyTo is the msg_id of the message this one answers.
 	ReplyTo string `json:"reply_to,omitempty"`
-	// SentAtMS is when it was sent (unix ms; default: when received).
+	// SentAtMS is when it was sent (unix ms). Leave it out rather than
+	// fill in the time of posting: a retried post must be the same.
 	SentAtMS int64 `json:"sent_at_ms,omitempty"`
 }
 
@@ -118,7 +120,7 @@ func (h *Handler) dispatchErr(w http.ResponseWriter, ev *tunnel.Event, err error
 	switch {
 	case errors.As(err, &api) && api.Status < 500 && api.Status != http.StatusTooManyRequests &&
 		api.Status != http.StatusUnauthorized && api.Status != http.StatusForbidden:
-		writeErr(w, api.Status, api.Code, api.Field, api.Message)
+		writeErr(w, api.Status, api.Code, postField(api.Field), api.Message)
 	case errors.As(err, &fe):
 		writeErr(w, http.StatusBadRequest, wire.CodeInvalid, fe.Field, fe.Message)
 	default:
@@ -132,6 +134,22 @@ func (h *Handler) dispatchErr(w http.ResponseWriter, ev *tunnel.Event, err error
 	}
 }
 
+// postField names, in the post's terms, the message field msgcenter
+// refused.
+func postField(f string) string {
+	for _, m := range []struct{ msg, post string }{
+		{"msg.content.content", "text"}, {"msg.content.title", "title"}, {"msg.content.format", "format"},
+		{"msg.content.machine", "machine"}, {"msg.thread.reply_to", "reply_to"}, {"msg.created_at_ms", "sent_at_ms"},
+		{"msg.from", "from"}, {"msg.to", "to"}, {"ingress_ctx.chat_id", "chat_id"}, {"ingress_ctx.address", "reply_url"},
+		{"idempotency_key", "id"}, {"msg", ""},
+	} {
+		if rest, ok := strings.CutPrefix(f, m.msg); ok && (rest == "" || rest[0] == '[' || rest[0] == '.') {
+			return m.post + rest
+		}
+	}
+	return f
+}
+
 // event checks a post and makes it a tunnel.Event.
 func (h *Handler) event(body []byte) (*tunnel.Event, error) {
 	in, err := Decode(body)
@@ -140,8 +158,12 @@ func (h *Handler) event(body []byte) (*tunnel.Event, error) {
 	}
 	ev := &tunnel.Event{ID: in.ID, From: in.From, To: in.To, ChatID: in.ChatID, Address: in.ReplyURL,
 		Text: in.Text, Title: in.Title, Format: in.Format, Machine: in.Machine, ReplyTo: in.ReplyTo}
-	if !strings.HasPrefix(in.From, "did:") {
+	own := "did:" + h.In.Platform + ":"
+	switch {
+	case !strings.HasPrefix(in.From, "did:"):
 		ev.From = tunnel.SenderDID(h.In.Platform, in.From)
+	case !strings.HasPrefix(in.From, own) || len(in.From) == len(own):
+		return nil, model.Invalid("from", fmt.Sprintf("is a DID of another platform; this tunnel speaks only for %s… (or give the user's name without did:)", own))
 	}
 	if in.SentAtMS > 0 {
 		ev.At = time.UnixMilli(in.SentAtMS)
@@ -151,6 +173,9 @@ func (h *Handler) event(body []byte) (*tunnel.Event, error) {
 
 // maxIDBytes bounds an inbound id (it becomes part of an idempotency key).
 const maxIDBytes = 128
+
+// maxRouteBytes is the most msgcenter keeps of a route's address or chat.
+const maxRouteBytes = 512
 
 // Decode parses and checks an Inbound post: unknown fields, a missing id
 // or sender, an empty message and a reply URL that is not http(s) are
@@ -162,8 +187,8 @@ func Decode(body []byte) (*Inbound, error) {
 	if err := dec.Decode(&in); err != nil {
 		return nil, decodeErr(err)
 	}
-	if dec.More() {
-		return nil, errors.New("the body holds more than one JSON value")
+	if err := dec.Decode(new(json.RawMessage)); err != io.EOF {
+		return nil, errors.New("the body holds more than one JSON object")
 	}
 	switch {
 	case strings.TrimSpace(in.ID) == "":
@@ -176,6 +201,10 @@ func Decode(body []byte) (*Inbound, error) {
 		return nil, model.Invalid("text", "is required (or machine): the message is empty")
 	case in.SentAtMS < 0:
 		return nil, model.Invalid("sent_at_ms", "must not be negative")
+	case len(in.ReplyURL) > maxRouteBytes:
+		return nil, model.Invalid("reply_url", fmt.Sprintf("is %d bytes; at most %d", len(in.ReplyURL), maxRouteBytes))
+	case len(in.ChatID) > maxRouteBytes:
+		return nil, model.Invalid("chat_id", fmt.Sprintf("is %d bytes; at most %d", len(in.ChatID), maxRouteBytes))
 	}
 	if in.ReplyURL != "" {
 		if err := checkURL(in.ReplyURL); err != nil {

@@ -31,11 +31,15 @@ type Outbound struct {
 	Msg     *message.Message `json:"msg"`
 }
 
+// maxExternalID bounds the external id kept from a receiver's answer.
+const maxExternalID = 256
+
 // Sender posts each delivery to its route's address, an http(s) URL.
 // 2xx is delivered (a JSON body's "id" is kept as the external message
-// id); 429 and 503 are retried no sooner than their Retry-After; 408, 425
-// and other 5xx are retried with the server's backoff; redirects and the
-// other 4xx are not retried.
+// id); 408, 425, 429 and 5xx are retried with the server's backoff, and no
+// sooner than their Retry-After; redirects and the other 4xx (409
+// included: a receiver that has a delivery_id already should answer 2xx)
+// are not retried.
 type Sender struct {
 	Secret []byte
 	// HTTP sends the posts (default: a client that follows no redirects:
@@ -93,16 +97,17 @@ func outcome(resp *http.Response, body []byte, now time.Time) (string, error) {
 		}
 		if json.Unmarshal(body, &ack) == nil && len(ack.ID) > 0 {
 			var s string
-			if json.Unmarshal(ack.ID, &s) == nil {
-				return s, nil
+			if json.Unmarshal(ack.ID, &s) != nil {
+				s = strings.TrimSpace(string(ack.ID)) // a number
 			}
-			return strings.Trim(string(ack.ID), " "), nil // a number
+			if len(s) > maxExternalID {
+				return "", nil // not an id anyone would look up
+			}
+			return s, nil
 		}
 		return "", nil
-	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable:
+	case st == http.StatusTooManyRequests || st == http.StatusRequestTimeout || st == http.StatusTooEarly || st >= 500:
 		return "", tunnel.Retry(code, snippet(body), retryAfter(resp.Header.Get("Retry-After"), now))
-	case st == http.StatusRequestTimeout || st == http.StatusTooEarly || st >= 500:
-		return "", tunnel.Retry(code, snippet(body), 0)
 	case st >= 300 && st < 400:
 		return "", tunnel.Permanent(code, "redirected to "+resp.Header.Get("Location")+"; set the route's address to where it should go")
 	default:

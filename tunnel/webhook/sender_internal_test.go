@@ -33,6 +33,8 @@ func TestOutcome(t *testing.T) {
 		{"429 garbage", 429, http.Header{"Retry-After": {"soon"}}, ``, "", "http_429", true, 0},
 		{"429 huge", 429, http.Header{"Retry-After": {"99999999"}}, ``, "", "http_429", true, 24 * time.Hour},
 		{"500", 500, nil, `boom`, "", "http_500", true, 0},
+		{"502 with Retry-After", 502, http.Header{"Retry-After": {"3"}}, ``, "", "http_502", true, 3 * time.Second},
+		{"an id too long to keep", 200, nil, `{"id":"` + strings.Repeat("x", 300) + `"}`, "", "", false, 0},
 		{"408", 408, nil, ``, "", "http_408", true, 0},
 		{"302", 302, http.Header{"Location": {"https://elsewhere"}}, ``, "", "http_302", false, 0},
 		{"400", 400, nil, `bad`, "", "http_400", false, 0},

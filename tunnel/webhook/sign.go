@@ -65,6 +65,9 @@ var ErrSignature = errors.New("webhook: bad signature")
 // now. The signature header may list several comma-separated v1= values
 // (a sender rotating its secret signs with both).
 func Verify(secret []byte, h http.Header, body []byte, now time.Time) error {
+	if len(secret) < MinSecretBytes {
+		return fmt.Errorf("%w: the receiver's secret is shorter than %d bytes; it takes nothing", ErrSignature, MinSecretBytes)
+	}
 	ts := h.Get(HeaderTimestamp)
 	if ts == "" {
 		return fmt.Errorf("%w: %s header missing", ErrSignature, HeaderTimestamp)
@@ -76,12 +79,12 @@ func Verify(secret []byte, h http.Header, body []byte, now time.Time) error {
 	if d := now.Sub(time.Unix(sec, 0)); d > MaxSkew || d < -MaxSkew {
 		return fmt.Errorf("%w: %s is %v away from this host's clock (at most %v)", ErrSignature, HeaderTimestamp, d.Round(time.Second), MaxSkew)
 	}
-	sig := h.Get(HeaderSignature)
-	if sig == "" {
+	sigs := h.Values(HeaderSignature)
+	if len(sigs) == 0 {
 		return fmt.Errorf("%w: %s header missing", ErrSignature, HeaderSignature)
 	}
 	want := mac(secret, ts, body)
-	for _, part := range strings.Split(sig, ",") {
+	for _, part := range strings.Split(strings.Join(sigs, ","), ",") {
 		v, ok := strings.CutPrefix(strings.TrimSpace(part), "v1=")
 		if !ok {
 			continue

@@ -50,6 +50,15 @@ func TestVerify(t *testing.T) {
 	if Verify([]byte("another-secret-of-16"), h(HeaderTimestamp, ts, HeaderSignature, sig), body, now) == nil {
 		t.Error("another secret verified")
 	}
+	if Verify(nil, h(HeaderTimestamp, ts, HeaderSignature, Sign(nil, now, body)), body, now) == nil {
+		t.Error("an empty secret verified a post signed with it")
+	}
+	two := h(HeaderTimestamp, ts)
+	two.Add(HeaderSignature, "v1=00")
+	two.Add(HeaderSignature, sig)
+	if err := Verify(key, two, body, now); err != nil {
+		t.Errorf("a signature in a second header line: %v", err)
+	}
 }
 
 func TestCheckSecret(t *testing.T) {

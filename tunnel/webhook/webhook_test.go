@@ -49,7 +49,7 @@ func newRig(t *testing.T, cfg core.Config) *rig {
 	r := &rig{srv: testserver.Start(t, cfg)}
 	r.tun = r.srv.Client(t, tunnelDID, model.RoleTunnel)
 	r.agent = r.srv.Client(t, agentDID, model.RoleAgent)
-	in := &tunnel.Inbound{Client: r.tun, DID: tunnelDID, Platform: "hook", To: []string{agentDID}}
+	in := &tunnel.Inbound{Client: r.tun, DID: tunnelDID, Platform: "hook", To: []string{agentDID}, Logger: quiet}
 	r.hook = httptest.NewServer(&webhook.Handler{In: in, Secret: secret})
 	t.Cleanup(r.hook.Close)
 	r.inbox = func(t *testing.T) []wire.RecordWithMsg {
@@ -130,8 +130,8 @@ func TestInbound(t *testing.T) {
 		t.Fatalf("alice's routes %+v, want %+v", rts, want)
 	}
 
-	// The sender's routes through other tunnels stay when this one sets
-	// its own.
+	// A sender another tunnel reaches keeps its routes (only an admin may
+	// change them), and its message still gets through.
 	other := model.ContactRoute{TunnelDID: "did:tunnel:mail", Address: "bob@example.com"}
 	if _, err := r.srv.Admin.SetRoutes(context.Background(), "did:hook:bob", []model.ContactRoute{other}); err != nil {
 		t.Fatal(err)
@@ -139,9 +139,18 @@ func TestInbound(t *testing.T) {
 	if st, e := r.post(t, `{"id":"b-1","from":"bob","chat_id":"c-1","text":"hey","reply_url":"http://127.0.0.1:1/x"}`, secret, now); st != 200 {
 		t.Fatalf("bob: %d %+v", st, e)
 	}
-	rts := r.routes(t, "did:hook:bob")
-	if len(rts) != 2 || rts[0] != other || rts[1].TunnelDID != tunnelDID || rts[1].Address != "http://127.0.0.1:1/x" {
+	if rts := r.routes(t, "did:hook:bob"); len(rts) != 1 || rts[0] != other {
 		t.Fatalf("bob's routes %+v", rts)
+	}
+	// Without a chat, each sender is a conversation of its own: the same
+	// id from two people is two messages.
+	for _, from := range []string{"carol", "dave"} {
+		if st, e := r.post(t, `{"id":"1","from":"`+from+`","text":"same id"}`, secret, now); st != 200 {
+			t.Fatalf("%s: %d %+v", from, st, e)
+		}
+	}
+	if got := r.inbox(t); len(got) != 5 {
+		t.Fatalf("inbox has %d records, want 5", len(got))
 	}
 }
 
@@ -169,8 +178,13 @@ func TestInboundRefused(t *testing.T) {
 		{"no sender", `{"id":"m-1","text":"hi"}`, secret, now, 400, "from"},
 		{"empty", `{"id":"m-1","from":"alice"}`, secret, now, 400, "text"},
 		{"reply_url not http", `{"id":"m-1","from":"alice","text":"hi","reply_url":"ftp://x/y"}`, secret, now, 400, "reply_url"},
-		{"bad recipient", `{"id":"m-1","from":"alice","text":"hi","to":["no spaces allowed"]}`, secret, now, 400, "msg.to[0]"},
-		{"bad sender DID", `{"id":"m-1","from":"did:x y","text":"hi"}`, secret, now, 400, "msg.from"},
+		{"bad recipient", `{"id":"m-1","from":"alice","text":"hi","to":["no spaces allowed"]}`, secret, now, 400, "to[0]"},
+		{"bad sender DID", `{"id":"m-1","from":"did:hook:x y","text":"hi"}`, secret, now, 400, "from"},
+		{"an agent's DID", `{"id":"m-1","from":"did:agent:helper","text":"hi","reply_url":"https://evil.example/x"}`, secret, now, 400, "from"},
+		{"the platform's bare prefix", `{"id":"m-1","from":"did:hook:","text":"hi"}`, secret, now, 400, "from"},
+		{"reply_url too long", `{"id":"m-1","from":"alice","text":"hi","reply_url":"https://e/` + strings.Repeat("x", 600) + `"}`, secret, now, 400, "reply_url"},
+		{"trailing junk", `{"id":"m-1","from":"alice","text":"hi"}]x`, secret, now, 400, ""},
+		{"two objects", `{"id":"m-1","from":"alice","text":"hi"} {}`, secret, now, 400, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, e := r.post(t, c.body, c.key, c.ts)
