@@ -37,16 +37,17 @@ Inbound: an outside system posts JSON to http://LISTEN` + webhook.Path + `:
    "reply_url": "https://example.com/hooks/msgcenter"}
 signed with the shared secret (headers ` + webhook.HeaderTimestamp + ` and
 ` + webhook.HeaderSignature + `: v1=hex(HMAC-SHA256(secret, timestamp "." body))).
-"from" is a DID or the system's name for the user (then did:PLATFORM:NAME);
-the message goes to "to" or, when the post names nobody, to --to. An answer
+"from" is the system's name for the user (made did:PLATFORM:NAME) or such a
+DID; the message goes to "to" or, when the post names nobody, to --to. An answer
 of 200 means the message is stored; a retried post with the same id makes
 nothing new. When reply_url is given, the sender's route through this
 tunnel is set to it, so that an agent can answer with post_send.
 
 Outbound: every message in the tunnel's TUNNEL_OUTBOX is posted, signed the
 same way, to its route's address (an http(s) URL) with its delivery_id as
-Idempotency-Key. A 2xx answer delivers it; 429 and 503 are retried after
-their Retry-After, other 5xx with backoff, other 4xx end it as DEAD.`,
+Idempotency-Key. A 2xx answer delivers it (answer 2xx to a delivery_id you
+already have); 408, 429 and 5xx are retried with backoff, no sooner than
+their Retry-After; other 4xx end it as DEAD.`,
 		Example: `  msgcenter token create --did did:tunnel:hook --role tunnel
   head -c 32 /dev/urandom | base64 > hook.secret
   MSGCENTER_TOKEN=<token> msgcenter tunnel webhook --did did:tunnel:hook \
