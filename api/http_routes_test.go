@@ -139,6 +139,11 @@ func TestHTTPRoutes(t *testing.T) {
 				t.Fatalf("the tunnel sees another tunnel's route of dave: %+v", seen)
 			}
 		}
+		// A DID with no token that has sent with post_send is local too.
+		e.postSend(t, e.admin, chat("did:local:svc", []string{didBob}, "from a service"))
+		if r := e.do(t, "PUT", "/v1/routes/"+esc("did:local:svc"), e.tunnel, wire.RoutesRequest{Routes: mine}); r.status != 403 {
+			t.Fatalf("a tunnel routed a DID that sends with post_send: %d %s", r.status, r.body)
+		}
 		ok[wire.RoutesResult](t, e.do(t, "PUT", erin, e.tunnel, wire.RoutesRequest{Routes: []model.ContactRoute{}}))
 		if left := ok[wire.RoutesResult](t, e.do(t, "GET", erin, e.admin, nil)).Routes; len(left) != 0 {
 			t.Fatalf("after the tunnel removed its routes: %+v", left)

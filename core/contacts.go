@@ -136,8 +136,11 @@ func (s *Service) Blocks(ctx context.Context, who model.Identity, owner string, 
 // A tunnel may also set the routes of a DID it brings in (a person on its
 // platform), so that an agent's reply finds its way back: only through
 // itself, and only for a DID that is nobody else's to route: not a local
-// identity (one with a token), not a group, and not reached through any
-// other tunnel. Those stay an admin's (or the DID's own) to change.
+// identity (one with a token, or that has sent with post_send), not a
+// group, and not reached through any other tunnel. Those stay an admin's
+// (or the DID's own) to change. (A local DID with no token that has never
+// sent cannot be told from a person; the webhook tunnel refuses senders
+// outside its platform's DIDs for that reason.)
 func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string, routes []model.ContactRoute) (*wire.RoutesResult, error) {
 	if err := message.CheckDID("did", did, true); err != nil {
 		return nil, err
@@ -181,6 +184,15 @@ func (s *Service) checkTunnelRoutes(ctx context.Context, who model.Identity, did
 	}
 	if len(toks) > 0 {
 		return model.Forbidden(fmt.Sprintf("%s is a local identity (it has a token); a tunnel may not route it", did))
+	}
+	// Nor one that has sent with post_send: people a tunnel brings in
+	// speak through dispatch, which gives them no OUTBOX.
+	sent, err := s.st.Sync(ctx, store.SyncParams{Owner: did, Box: model.Outbox, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(sent) > 0 {
+		return model.Forbidden(fmt.Sprintf("%s is a local identity (it has sent messages); a tunnel may not route it", did))
 	}
 	g, err := s.st.GroupDelivery(ctx, did)
 	if err != nil {

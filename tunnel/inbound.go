@@ -36,7 +36,7 @@ type Inbound struct {
 	Logger    *slog.Logger
 
 	mu     sync.Mutex
-	routes map[string]routeKey // sender DID → the route last set for it
+	routes map[string]knownRoute // sender DID → the route last set for it
 }
 
 // Aggregate configures Inbound's Mails.
@@ -78,6 +78,17 @@ type Event struct {
 
 type routeKey struct{ chatID, address string }
 
+// knownRoute is a route Inbound set, and when.
+type knownRoute struct {
+	routeKey
+	at time.Time
+}
+
+// routeRecheck is how long Inbound trusts its memory of a route it set:
+// after that, the sender's next message sets it again, in case an admin
+// or another process of the tunnel changed it meanwhile.
+const routeRecheck = time.Minute
+
 // maxKey bounds an idempotency key; the event's parts are hashed beyond it.
 const maxKey = 256
 
@@ -95,6 +106,15 @@ func (in *Inbound) Dispatch(ctx context.Context, ev *Event) (*wire.DispatchResul
 	}
 	if len(to) == 0 {
 		return nil, fmt.Errorf("tunnel: event %s: %w", ev.ID, model.Invalid("to", "names nobody, and the tunnel has no default recipients"))
+	}
+	// What msgcenter would refuse is refused before the route is touched.
+	if err := message.CheckDID("from", ev.From, true); err != nil {
+		return nil, err
+	}
+	for i, d := range to {
+		if err := message.CheckDID(fmt.Sprintf("to[%d]", i), d, true); err != nil {
+			return nil, err
+		}
 	}
 	if !ev.NoReplyRoute && (ev.ChatID != "" || ev.Address != "") {
 		// Before the dispatch: an agent that answers at once must find
@@ -185,7 +205,7 @@ func (in *Inbound) ensureRoute(ctx context.Context, from string, rk routeKey) er
 	in.mu.Lock()
 	known, ok := in.routes[from]
 	in.mu.Unlock()
-	if ok && known == rk {
+	if ok && known.routeKey == rk && time.Since(known.at) < routeRecheck {
 		return nil
 	}
 	// A tunnel's token sees and replaces only the routes through itself;
@@ -208,12 +228,12 @@ func (in *Inbound) ensureRoute(ctx context.Context, from string, rk routeKey) er
 	}
 	in.mu.Lock()
 	if in.routes == nil {
-		in.routes = make(map[string]routeKey)
+		in.routes = make(map[string]knownRoute)
 	}
 	if len(in.routes) >= maxRoutesKept {
 		clear(in.routes) // a cache: forgetting costs one PUT per sender
 	}
-	in.routes[from] = rk
+	in.routes[from] = knownRoute{rk, time.Now()}
 	in.mu.Unlock()
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,9 @@ func (f *tunnelFlags) bind(fl *pflag.FlagSet) {
 func (f *tunnelFlags) check() ([]string, error) {
 	if err := message.CheckDID("did", f.did, true); err != nil {
 		return nil, usagef("--did %q: %s", f.did, fieldMsg(err))
+	}
+	if !strings.HasPrefix(f.did, "did:") {
+		return nil, usagef("--did %q is not a DID; give the tunnel's, like did:tunnel:hook", f.did)
 	}
 	if f.noInbound && f.noOutbound {
 		return nil, usagef("--no-inbound and --no-outbound leave nothing to do")
@@ -112,6 +116,17 @@ func runTunnel(cmd *cobra.Command, g *globals, f *tunnelFlags, to []string, plat
 	if err := c.Health(ctx); err != nil {
 		return fmt.Errorf("msgcenter at %s does not answer: %w", g.Server, err)
 	}
+	// The token must be the tunnel's (or an admin's): found out now, not
+	// by the outside system through answers it cannot act on.
+	if _, err := c.GetRoutes(ctx, f.did); err != nil {
+		if errors.Is(err, model.ErrForbidden) {
+			return fmt.Errorf("the token is not %s's (nor an admin's): create one with msgcenter token create --did %s --role tunnel: %w", f.did, f.did, err)
+		}
+		return err
+	}
+	if g.Token == "" && g.env(envToken) == "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: running with the admin token of %s; a tunnel's own token (msgcenter token create --did %s --role tunnel) can do only what a tunnel needs\n", g.tokenFile(), f.did)
+	}
 	conn, err := setup(ctx, c, log)
 	if err != nil {
 		return err
@@ -142,6 +157,10 @@ func runTunnel(cmd *cobra.Command, g *globals, f *tunnelFlags, to []string, plat
 			Logger: log, Sender: conn.sender}
 		run(func() error { return ob.Run(ctx) })
 		fmt.Fprintf(cmd.OutOrStdout(), "%s tunnel %s: sending its outbox (%d at once)\n", platform, f.did, f.workers)
+	}
+	<-ctx.Done()
+	if cmd.Context().Err() != nil {
+		log.Info("stopping: finishing what is in flight (up to --send-timeout)")
 	}
 	wg.Wait()
 	select {

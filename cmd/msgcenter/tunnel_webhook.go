@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ their Retry-After; other 4xx end it as DEAD.`,
 			if err != nil {
 				return err
 			}
+			if !platformRE.MatchString(platform) {
+				return usagef("--platform %q: use lower-case letters, digits, '.', '-' and '_' (it becomes part of DIDs)", platform)
+			}
 			secret, err := readSecret(secretFile, g.env(envWebhookSecret))
 			if err != nil {
 				return err
@@ -82,10 +86,13 @@ their Retry-After; other 4xx end it as DEAD.`,
 	f.bind(cmd.Flags())
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", "127.0.0.1:7430", "where inbound posts are taken (HOST:PORT)")
-	fl.StringVar(&secretFile, "secret-file", "", "file holding the shared secret, at least 16 bytes (or env "+envWebhookSecret+")")
+	fl.StringVar(&secretFile, "secret-file", "", "file holding the shared secret, at least 16 bytes, used as written (or env "+envWebhookSecret+")")
 	fl.StringVar(&platform, "platform", "webhook", "the platform's name: in routes, and in the DIDs of senders named without one")
 	return cmd
 }
+
+// platformRE is what a platform name may be: it goes into senders' DIDs.
+var platformRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
 
 // serveInbound serves h on ln until ctx ends, then lets requests in
 // flight finish.
@@ -93,6 +100,11 @@ func serveInbound(ctx context.Context, ln net.Listener, h http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle(webhook.Path, h)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = fmt.Fprintf(w, `{"error":{"code":"not_found","message":"post inbound messages to %s"}}`+"\n", webhook.Path)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	drained := make(chan struct{})
 	go func() {

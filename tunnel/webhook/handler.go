@@ -157,7 +157,10 @@ func (h *Handler) event(body []byte) (*tunnel.Event, error) {
 		return nil, err
 	}
 	ev := &tunnel.Event{ID: in.ID, From: in.From, To: in.To, ChatID: in.ChatID, Address: in.ReplyURL,
-		Text: in.Text, Title: in.Title, Format: in.Format, Machine: in.Machine, ReplyTo: in.ReplyTo}
+		Text: in.Text, Title: in.Title, Format: in.Format, Machine: in.Machine, ReplyTo: in.ReplyTo,
+		// A route is only as good as its URL: a post without one leaves
+		// the sender's route as it was.
+		NoReplyRoute: in.ReplyURL == ""}
 	own := "did:" + h.In.Platform + ":"
 	switch {
 	case !strings.HasPrefix(in.From, "did:"):
@@ -173,6 +176,9 @@ func (h *Handler) event(body []byte) (*tunnel.Event, error) {
 
 // maxIDBytes bounds an inbound id (it becomes part of an idempotency key).
 const maxIDBytes = 128
+
+// maxSentAtMS is the end of year 9999 in unix ms.
+const maxSentAtMS = 253402300799999
 
 // maxRouteBytes is the most msgcenter keeps of a route's address or chat.
 const maxRouteBytes = 512
@@ -197,10 +203,10 @@ func Decode(body []byte) (*Inbound, error) {
 		return nil, model.Invalid("id", fmt.Sprintf("is %d bytes; at most %d", len(in.ID), maxIDBytes))
 	case strings.TrimSpace(in.From) == "":
 		return nil, model.Invalid("from", "is required: a DID, or the sending system's name for the user")
-	case in.Text == "" && len(in.Machine) == 0:
+	case strings.TrimSpace(in.Text) == "" && len(in.Machine) == 0:
 		return nil, model.Invalid("text", "is required (or machine): the message is empty")
-	case in.SentAtMS < 0:
-		return nil, model.Invalid("sent_at_ms", "must not be negative")
+	case in.SentAtMS < 0 || in.SentAtMS > maxSentAtMS:
+		return nil, model.Invalid("sent_at_ms", "must be unix milliseconds, 0 to 253402300799999 (year 9999)")
 	case len(in.ReplyURL) > maxRouteBytes:
 		return nil, model.Invalid("reply_url", fmt.Sprintf("is %d bytes; at most %d", len(in.ReplyURL), maxRouteBytes))
 	case len(in.ChatID) > maxRouteBytes:
@@ -216,8 +222,15 @@ func Decode(body []byte) (*Inbound, error) {
 
 func decodeErr(err error) error {
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return model.Invalid(te.Field, fmt.Sprintf("must be a JSON %s", te.Type.Kind()))
+	if errors.As(err, &te) {
+		want := map[string]string{"slice": "array of strings", "string": "string", "int64": "integer", "struct": "object"}[te.Type.Kind().String()]
+		if te.Field == "" {
+			return fmt.Errorf("the body must be a JSON object, not %s", te.Value)
+		}
+		if want == "" {
+			want = te.Type.Kind().String()
+		}
+		return model.Invalid(te.Field, fmt.Sprintf("must be a JSON %s, not %s", want, te.Value))
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {

@@ -76,6 +76,9 @@ func Verify(secret []byte, h http.Header, body []byte, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s is not unix seconds", ErrSignature, HeaderTimestamp)
 	}
+	if sec > 1e11 || sec < -1e11 {
+		return fmt.Errorf("%w: %s is %d: send unix seconds (this looks like milliseconds or less)", ErrSignature, HeaderTimestamp, sec)
+	}
 	if d := now.Sub(time.Unix(sec, 0)); d > MaxSkew || d < -MaxSkew {
 		return fmt.Errorf("%w: %s is %v away from this host's clock (at most %v)", ErrSignature, HeaderTimestamp, d.Round(time.Second), MaxSkew)
 	}

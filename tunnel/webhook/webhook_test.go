@@ -130,6 +130,14 @@ func TestInbound(t *testing.T) {
 		t.Fatalf("alice's routes %+v, want %+v", rts, want)
 	}
 
+	// A post without a reply_url leaves the sender's route as it was.
+	if st, e := r.post(t, `{"id":"m-3","from":"alice","chat_id":"c-9","text":"again"}`, secret, now); st != 200 {
+		t.Fatalf("without reply_url: %d %+v", st, e)
+	}
+	if rts := r.routes(t, "did:hook:alice"); !reflect.DeepEqual(rts, want) {
+		t.Fatalf("alice's routes after a post without reply_url: %+v", rts)
+	}
+
 	// A sender another tunnel reaches keeps its routes (only an admin may
 	// change them), and its message still gets through.
 	other := model.ContactRoute{TunnelDID: "did:tunnel:mail", Address: "bob@example.com"}
@@ -149,8 +157,8 @@ func TestInbound(t *testing.T) {
 			t.Fatalf("%s: %d %+v", from, st, e)
 		}
 	}
-	if got := r.inbox(t); len(got) != 5 {
-		t.Fatalf("inbox has %d records, want 5", len(got))
+	if got := r.inbox(t); len(got) != 6 {
+		t.Fatalf("inbox has %d records, want 6", len(got))
 	}
 }
 
@@ -178,7 +186,9 @@ func TestInboundRefused(t *testing.T) {
 		{"no sender", `{"id":"m-1","text":"hi"}`, secret, now, 400, "from"},
 		{"empty", `{"id":"m-1","from":"alice"}`, secret, now, 400, "text"},
 		{"reply_url not http", `{"id":"m-1","from":"alice","text":"hi","reply_url":"ftp://x/y"}`, secret, now, 400, "reply_url"},
-		{"bad recipient", `{"id":"m-1","from":"alice","text":"hi","to":["no spaces allowed"]}`, secret, now, 400, "to[0]"},
+		{"bad recipient", `{"id":"m-1","from":"alice","text":"hi","to":["no spaces allowed"],"reply_url":"https://e/x"}`, secret, now, 400, "to[0]"},
+		{"only blanks", `{"id":"m-1","from":"alice","text":"   "}`, secret, now, 400, "text"},
+		{"sent_at_ms in the year 3 million", `{"id":"m-1","from":"alice","text":"hi","sent_at_ms":99999999999999999}`, secret, now, 400, "sent_at_ms"},
 		{"bad sender DID", `{"id":"m-1","from":"did:hook:x y","text":"hi"}`, secret, now, 400, "from"},
 		{"an agent's DID", `{"id":"m-1","from":"did:agent:helper","text":"hi","reply_url":"https://evil.example/x"}`, secret, now, 400, "from"},
 		{"the platform's bare prefix", `{"id":"m-1","from":"did:hook:","text":"hi"}`, secret, now, 400, "from"},
