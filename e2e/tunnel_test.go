@@ -134,17 +134,7 @@ func TestWebhookTunnel(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("tunnel exited with %v after SIGTERM\n%s", err, logs.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("tunnel still running 15s after SIGTERM")
-	}
+	stopTunnel(t, cmd, exited, logs)
 }
 
 type webhookPost struct {
@@ -235,6 +225,12 @@ func TestTelegramTunnel(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("no sendMessage within 20s\n%s", logs.String())
 	}
+	stopTunnel(t, cmd, exited, logs)
+}
+
+// stopTunnel sends a tunnel process SIGTERM and expects a clean exit.
+func stopTunnel(t *testing.T, cmd *exec.Cmd, exited <-chan error, logs *logBuffer) {
+	t.Helper()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +240,6 @@ func TestTelegramTunnel(t *testing.T) {
 			t.Fatalf("tunnel exited with %v after SIGTERM\n%s", err, logs.String())
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("tunnel still running 15s after SIGTERM")
+		t.Fatalf("tunnel still running 15s after SIGTERM\n%s", logs.String())
 	}
 }
