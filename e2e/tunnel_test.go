@@ -3,6 +3,9 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -242,4 +246,102 @@ func stopTunnel(t *testing.T, cmd *exec.Cmd, exited <-chan error, logs *logBuffe
 	case <-time.After(15 * time.Second):
 		t.Fatalf("tunnel still running 15s after SIGTERM\n%s", logs.String())
 	}
+}
+
+var slackEventsRE = regexp.MustCompile(`events to (http://\S+)`)
+
+// The Slack tunnel as a user runs it, against a stand-in for Slack's Web
+// API: an event posted (signed) to the tunnel reaches the agent, and the
+// agent's answer is posted to the channel.
+func TestSlackTunnel(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	ctx := testCtx(t, time.Minute)
+	admin := srv.Client()
+	tok := mustToken(ctx, t, admin, "did:tunnel:slack", model.RoleTunnel)
+	posted := make(chan string, 4)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		switch r.URL.Path {
+		case "/api/auth.test":
+			_, _ = io.WriteString(w, `{"ok":true,"team_id":"T1","user_id":"UB"}`)
+		case "/api/chat.postMessage":
+			posted <- r.FormValue("channel") + ":" + r.FormValue("text")
+			_, _ = io.WriteString(w, `{"ok":true,"channel":"C9","ts":"1700000100.000001"}`)
+		default:
+			_, _ = io.WriteString(w, `{"ok":false,"error":"unknown_method"}`)
+		}
+	}))
+	defer api.Close()
+
+	cmd := exec.Command(binPath, "tunnel", "slack", "--did", "did:tunnel:slack", "--to", "did:agent:helper",
+		"--listen", "127.0.0.1:0", "--api-url", api.URL+"/api", "--log-level", "warn")
+	const signing = "e2e-signing-secret"
+	cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+tok,
+		"MSGCENTER_SLACK_TOKEN=xoxb-e2e", "MSGCENTER_SLACK_SIGNING_SECRET="+signing)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	exited := make(chan error, 1)
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := slackEventsRE.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	var events string
+	select {
+	case events = <-addr:
+	case err := <-exited:
+		t.Fatalf("tunnel exited before listening: %v\n%s", err, logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("tunnel did not say where it listens\n%s", logs.String())
+	}
+
+	body := `{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":{"type":"message","user":"U7","channel":"C9","ts":"1700000000.000100","text":"hi app"}}`
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(signing))
+	_, _ = io.WriteString(mac, "v0:"+ts+":"+body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, events, strings.NewReader(body))
+	req.Header.Set("X-Slack-Request-Timestamp", ts)
+	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("event answered %d\n%s", resp.StatusCode, logs.String())
+	}
+	inbox := syncAll(ctx, t, admin, "did:agent:helper", model.Inbox)
+	if len(inbox) != 1 {
+		t.Fatalf("inbox has %d records", len(inbox))
+	}
+	if m, err := message.Decode(inbox[0].Msg); err != nil || m.From != "did:slack:T1:U7" || m.Content.Content != "hi app" {
+		t.Fatalf("inbound %+v, %v", m, err)
+	}
+	if _, err := admin.PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{From: "did:agent:helper",
+		To: []string{"did:slack:T1:U7"}, Content: message.Content{Content: "hello U7"}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-posted:
+		if got != "C9:hello U7" {
+			t.Fatalf("chat.postMessage %q", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no chat.postMessage within 20s\n%s", logs.String())
+	}
+	stopTunnel(t, cmd, exited, logs)
 }

@@ -54,7 +54,7 @@ retried with backoff.`,
 			if !f.noInbound && len(to) == 0 {
 				return usagef("--to names nobody: say which DIDs get what people write the bot")
 			}
-			botToken, err := readBotToken(tokenFile, g.env(envTelegramToken))
+			botToken, err := readSecretValue("--bot-token-file", tokenFile, envTelegramToken, g.env(envTelegramToken), "the bot's token")
 			if err != nil {
 				return err
 			}
@@ -81,19 +81,21 @@ retried with backoff.`,
 	return cmd
 }
 
-func readBotToken(file, env string) (string, error) {
+// readSecretValue reads a secret from its file, else from the
+// environment's value; what names it for the user.
+func readSecretValue(flag, file, envName, env, what string) (string, error) {
 	switch {
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", usagef("--bot-token-file: %v", err)
+			return "", usagef("%s: %v", flag, err)
 		}
 		if t := strings.TrimSpace(string(b)); t != "" {
 			return t, nil
 		}
-		return "", usagef("--bot-token-file %s is empty", file)
+		return "", usagef("%s %s is empty", flag, file)
 	case env != "":
 		return env, nil
 	}
-	return "", usagef("give the bot's token with --bot-token-file FILE or %s", envTelegramToken)
+	return "", usagef("give %s with %s FILE or %s", what, flag, envName)
 }

@@ -77,7 +77,7 @@ their Retry-After; other 4xx end it as DEAD.`,
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "webhook tunnel %s: inbound posts to http://%s%s\n", f.did, ln.Addr(), webhook.Path)
 				conn.inbound = func(ctx context.Context, in *tunnel.Inbound) error {
-					return serveInbound(ctx, ln, &webhook.Handler{In: in, Secret: secret, Logger: log})
+					return serveInbound(ctx, ln, webhook.Path, &webhook.Handler{In: in, Secret: secret, Logger: log})
 				}
 				return conn, nil
 			})
@@ -96,14 +96,14 @@ var platformRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
 
 // serveInbound serves h on ln until ctx ends, then lets requests in
 // flight finish.
-func serveInbound(ctx context.Context, ln net.Listener, h http.Handler) error {
+func serveInbound(ctx context.Context, ln net.Listener, path string, h http.Handler) error {
 	mux := http.NewServeMux()
-	mux.Handle(webhook.Path, h)
+	mux.Handle(path, h)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
-		_, _ = fmt.Fprintf(w, `{"error":{"code":"not_found","message":"post inbound messages to %s"}}`+"\n", webhook.Path)
+		_, _ = fmt.Fprintf(w, `{"error":{"code":"not_found","message":"post to %s"}}`+"\n", path)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	drained := make(chan struct{})

@@ -27,7 +27,6 @@ import (
 
 	"github.com/go-telegram/bot/models"
 
-	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/tunnel"
 )
 
@@ -126,7 +125,7 @@ func (p *Poller) handle(ctx context.Context, u *models.Update) error {
 		return nil
 	}
 	_, err := p.In.Dispatch(ctx, ev)
-	if err != nil && errors.Is(err, model.ErrInvalid) {
+	if _, _, _, _, refused := tunnel.Refusal(err); err != nil && refused {
 		p.Logger.Warn("telegram: msgcenter refused a message; skipping it", "update_id", u.ID, "err", err)
 		return nil
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/tunnel"
 	"github.com/msgcenter/msgcenter/wire"
@@ -66,23 +65,8 @@ type Handler struct {
 const Path = "/inbound"
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeErr(w, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "", "post a JSON message here")
-		return
-	}
-	limit := h.MaxBody
-	if limit <= 0 {
-		limit = 1 << 20
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeErr(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, "", fmt.Sprintf("a post may be at most %d bytes", limit))
-			return
-		}
-		writeErr(w, http.StatusBadRequest, wire.CodeInvalid, "", "could not read the body: "+err.Error())
+	body, ok := tunnel.ReadPost(w, r, h.MaxBody)
+	if !ok {
 		return
 	}
 	now := time.Now
@@ -90,48 +74,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		now = h.Now
 	}
 	if err := Verify(h.Secret, r.Header, body, now()); err != nil {
-		writeErr(w, http.StatusUnauthorized, wire.CodeUnauthorized, "", err.Error())
+		tunnel.WriteError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "", err.Error())
 		return
 	}
 	ev, err := h.event(body)
 	if err != nil {
 		var fe *model.Error
 		if errors.As(err, &fe) {
-			writeErr(w, http.StatusBadRequest, wire.CodeInvalid, fe.Field, fe.Message)
+			tunnel.WriteError(w, http.StatusBadRequest, wire.CodeInvalid, fe.Field, fe.Message)
 			return
 		}
-		writeErr(w, http.StatusBadRequest, wire.CodeInvalid, "", err.Error())
+		tunnel.WriteError(w, http.StatusBadRequest, wire.CodeInvalid, "", err.Error())
 		return
 	}
 	res, err := h.In.Dispatch(r.Context(), ev)
 	if err != nil {
-		h.dispatchErr(w, ev, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(res)
-}
-
-// dispatchErr passes a refusal on to the sender (with msgcenter's field
-// names) and asks it to retry when msgcenter could not be reached.
-func (h *Handler) dispatchErr(w http.ResponseWriter, ev *tunnel.Event, err error) {
-	var api *client.APIError
-	var fe *model.Error
-	switch {
-	case errors.As(err, &api) && api.Status < 500 && api.Status != http.StatusTooManyRequests &&
-		api.Status != http.StatusUnauthorized && api.Status != http.StatusForbidden:
-		writeErr(w, api.Status, api.Code, postField(api.Field), api.Message)
-	case errors.As(err, &fe):
-		writeErr(w, http.StatusBadRequest, wire.CodeInvalid, fe.Field, fe.Message)
-	default:
-		// The tunnel's own trouble (msgcenter down, its token refused):
-		// the message is not stored, and the sender should try again.
+		if status, code, field, msg, ok := tunnel.Refusal(err); ok {
+			tunnel.WriteError(w, status, code, postField(field), msg)
+			return
+		}
 		if h.Logger != nil {
 			h.Logger.Error("webhook: dispatch failed", "id", ev.ID, "from", ev.From, "err", err)
 		}
 		w.Header().Set("Retry-After", "5")
-		writeErr(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "", "msgcenter did not take the message; try again")
+		tunnel.WriteError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "", "msgcenter did not take the message; try again")
+		return
 	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(res)
 }
 
 // postField names, in the post's terms, the message field msgcenter
@@ -255,10 +225,4 @@ func checkURL(s string) error {
 		return errors.New("has no host")
 	}
 	return nil
-}
-
-func writeErr(w http.ResponseWriter, status int, code, field, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: msg, Field: field}})
 }

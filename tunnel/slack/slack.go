@@ -1,0 +1,211 @@
+// Package slack is a tunnel for a Slack app. Inbound, Slack's Events API
+// posts each message to the Handler, which checks Slack's signature and
+// dispatches it from did:slack:<team>:<user>; outbound, messages agents
+// post_send to such a DID go to its channel with chat.postMessage
+// (slack-go does the API).
+//
+// A message is stored before Slack is answered 200; Slack retries an
+// event it got no 200 for, and a retry makes nothing new (the channel and
+// the message's ts are its id). The same message seen as an app_mention
+// and as a message is one message, for the same reason.
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/msgcenter/msgcenter/tunnel"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// Platform is the platform name in routes and in senders' DIDs.
+const Platform = "slack"
+
+// Path is where the CLI's Slack tunnel takes events (the app's Request URL
+// is http(s)://HOST/slack/events).
+const Path = "/slack/events"
+
+// Handler takes the Events API's posts.
+type Handler struct {
+	In *tunnel.Inbound
+	// SigningSecret is the app's signing secret (Basic Information).
+	SigningSecret string
+	MaxBody       int64
+	Logger        *slog.Logger
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, ok := tunnel.ReadPost(w, r, h.MaxBody)
+	if !ok {
+		return
+	}
+	sv, err := slack.NewSecretsVerifier(r.Header, h.SigningSecret)
+	if err == nil {
+		_, _ = sv.Write(body)
+		err = sv.Ensure()
+	}
+	if err != nil {
+		tunnel.WriteError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "", "Slack's signature does not check out: "+err.Error())
+		return
+	}
+	ev, err := slackevents.ParseEvent(json.RawMessage(body), slackevents.OptionNoVerifyToken())
+	if err != nil {
+		tunnel.WriteError(w, http.StatusBadRequest, wire.CodeInvalid, "", "not an Events API post: "+err.Error())
+		return
+	}
+	switch ev.Type {
+	case slackevents.URLVerification:
+		v, _ := ev.Data.(*slackevents.EventsAPIURLVerificationEvent)
+		if v == nil {
+			tunnel.WriteError(w, http.StatusBadRequest, wire.CodeInvalid, "challenge", "url_verification without a challenge")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"challenge": v.Challenge})
+		return
+	case slackevents.CallbackEvent:
+	default:
+		w.WriteHeader(http.StatusOK) // app_rate_limited and what may come: nothing to store
+		return
+	}
+	te := Event(ev.TeamID, ev.InnerEvent)
+	if te == nil {
+		w.WriteHeader(http.StatusOK) // edits, bots, joins: not a person's message
+		return
+	}
+	if _, err := h.In.Dispatch(r.Context(), te); err != nil {
+		if _, _, _, _, refused := tunnel.Refusal(err); refused {
+			// Slack cannot fix it: a retry would be refused the same way.
+			h.logger().Warn("slack: msgcenter refused a message; dropping it", "channel", te.ChatID, "ts", te.ID, "err", err)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		h.logger().Error("slack: dispatch failed; Slack will retry", "channel", te.ChatID, "ts", te.ID, "err", err)
+		tunnel.WriteError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "", "msgcenter did not take the message")
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (h *Handler) logger() *slog.Logger {
+	if h.Logger != nil {
+		return h.Logger
+	}
+	return slog.Default()
+}
+
+// Event makes an Events API inner event a person's message, or nil: only
+// new messages (plain, file shares, thread broadcasts) and app mentions by
+// a user count, not edits, deletions, joins or bots' messages.
+func Event(team string, in slackevents.EventsAPIInnerEvent) *tunnel.Event {
+	var user, text, channel, ts string
+	switch m := in.Data.(type) {
+	case *slackevents.MessageEvent:
+		switch m.SubType {
+		case "", "file_share", "thread_broadcast":
+		default:
+			return nil
+		}
+		if m.BotID != "" {
+			return nil
+		}
+		user, text, channel, ts = m.User, m.Text, m.Channel, m.TimeStamp
+	case *slackevents.AppMentionEvent:
+		if m.BotID != "" {
+			return nil
+		}
+		user, text, channel, ts = m.User, m.Text, m.Channel, m.TimeStamp
+	default:
+		return nil
+	}
+	if user == "" || channel == "" || ts == "" {
+		return nil
+	}
+	raw, err := json.Marshal(map[string]any{"slack": in.Data})
+	if err != nil {
+		return nil
+	}
+	ev := &tunnel.Event{ID: ts, From: tunnel.SenderDID(Platform, team+":"+user), ChatID: channel, Text: text, Machine: raw}
+	if sec, err := strconv.ParseFloat(ts, 64); err == nil && sec > 0 {
+		ev.At = time.UnixMilli(int64(sec * 1000))
+	}
+	return ev
+}
+
+// Sender posts deliveries to their route's channel.
+type Sender struct {
+	API *slack.Client
+}
+
+// NewClient makes slack-go's client for a bot token at apiURL (Slack's
+// when empty; it must end in a slash) and checks the token (auth.test).
+func NewClient(ctx context.Context, token, apiURL string) (*slack.Client, error) {
+	var opts []slack.Option
+	if apiURL != "" {
+		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(apiURL, "/")+"/"))
+	}
+	c := slack.New(token, opts...)
+	if _, err := c.AuthTestContext(ctx); err != nil {
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("slack refused the bot token (auth.test: %s)", se.Err)
+		}
+		return nil, fmt.Errorf("slack did not answer auth.test: %v", err) // %v: not msgcenter's connection error
+	}
+	return c, nil
+}
+
+// Send posts one delivery; the message's ts is its external id.
+func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
+	channel := d.Route.ChatID
+	if channel == "" {
+		channel = d.Route.Address
+	}
+	if channel == "" {
+		return "", tunnel.Permanent("bad_channel", "the route names no channel (chat_id)")
+	}
+	text := d.Msg.Content.Content
+	if t := d.Msg.Content.Title; t != "" {
+		text = strings.TrimSpace("*" + t + "*\n" + text)
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", tunnel.Permanent("empty", "the message has no text to send")
+	}
+	_, ts, err := s.API.PostMessageContext(ctx, channel, slack.MsgOptionText(text, false))
+	if err != nil {
+		return "", classify(err)
+	}
+	return ts, nil
+}
+
+// permanent are Slack's errors that no retry fixes.
+var permanent = map[string]bool{
+	"channel_not_found": true, "not_in_channel": true, "is_archived": true, "msg_too_long": true,
+	"no_text": true, "restricted_action": true, "cannot_dm_bot": true, "user_not_found": true,
+	"invalid_blocks": true, "too_many_attachments": true, "duplicate_channel_not_found": true,
+}
+
+// classify turns slack-go's errors into retry advice.
+func classify(err error) error {
+	var rl *slack.RateLimitedError
+	var se slack.SlackErrorResponse
+	switch {
+	case errors.As(err, &rl):
+		return tunnel.Retry("429", err.Error(), rl.RetryAfter)
+	case errors.As(err, &se) && permanent[se.Err]:
+		return tunnel.Permanent(se.Err, se.Err)
+	case errors.As(err, &se):
+		return tunnel.Retry(se.Err, se.Err, 0) // invalid_auth while a token is fixed, fatal_error, …
+	}
+	return tunnel.Retry("send_error", err.Error(), 0)
+}
