@@ -230,7 +230,10 @@ func TestOutbound(t *testing.T) {
 	posted := fake.posted
 	fake.posted = nil
 	fake.answers = []func(http.ResponseWriter){
-		func(w http.ResponseWriter) { w.Header().Set("Retry-After", "9"); w.WriteHeader(http.StatusTooManyRequests) },
+		func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "9")
+			w.WriteHeader(http.StatusTooManyRequests)
+		},
 		func(w http.ResponseWriter) { fmt.Fprint(w, `{"ok":false,"error":"channel_not_found"}`) },
 	}
 	fake.mu.Unlock()
