@@ -7,14 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+	"unicode/utf16"
 
 	"github.com/go-telegram/bot"
 
 	"github.com/msgcenter/msgcenter/tunnel"
 )
 
-// maxText is the most characters Telegram takes in one message.
+// maxText is the most characters (UTF-16 code units) Telegram takes in
+// one message.
 const maxText = 4096
 
 // Sender sends deliveries through the bot to their route's chat_id.
@@ -97,11 +98,12 @@ func classify(err error, token string) error {
 	return tunnel.Retry("send_error", msg, 0)
 }
 
-// split cuts text into pieces of at most n characters, at a line break
-// where there is one in the second half of a piece.
+// split cuts text into pieces of at most n characters as Telegram counts
+// them (UTF-16 code units: an emoji outside the BMP is two), at a line
+// break where there is one in the second half of a piece.
 func split(text string, n int) []string {
 	var out []string
-	for utf8.RuneCountInString(text) > n {
+	for units(text) > n {
 		cut := byteOffset(text, n)
 		if i := strings.LastIndexByte(text[:cut], '\n'); i > cut/2 {
 			cut = i + 1
@@ -112,13 +114,22 @@ func split(text string, n int) []string {
 	return append(out, text)
 }
 
-// byteOffset is where the n-th rune of s starts.
+// units is s's length in UTF-16 code units.
+func units(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+// byteOffset is where s's first n UTF-16 code units end (never inside a
+// character).
 func byteOffset(s string, n int) int {
-	for i := range s {
-		if n == 0 {
+	for i, r := range s {
+		if n -= utf16.RuneLen(r); n < 0 {
 			return i
 		}
-		n--
 	}
 	return len(s)
 }

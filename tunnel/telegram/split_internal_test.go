@@ -19,6 +19,8 @@ func TestSplit(t *testing.T) {
 		{"no line break", strings.Repeat("日", 25), 10, []int{10, 10, 5}},
 		{"break in the second half", strings.Repeat("a", 7) + "\n" + strings.Repeat("b", 7), 10, []int{8, 7}},
 		{"break too early is ignored", "ab\n" + strings.Repeat("c", 12), 10, []int{10, 5}},
+		{"emoji count twice", strings.Repeat("😀", 7), 10, []int{5, 2}},
+		{"an emoji is not cut", "abcdefghi😀", 10, []int{9, 1}},
 	} {
 		parts := split(tc.text, tc.n)
 		var got []int
