@@ -50,17 +50,19 @@ func WriteError(w http.ResponseWriter, status int, code, field, msg string) {
 	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: msg, Field: field}})
 }
 
-// Refusal says whether err, from Inbound.Dispatch, is a refusal of the
-// message itself (the poster must fix it; retrying changes nothing), and
-// if so with which status and field. Anything else is the tunnel's own
-// trouble (msgcenter unreachable, its token refused): the message is not
-// stored and the poster should try again.
+// Refusal says whether err, from Inbound.Dispatch, is msgcenter refusing
+// the message itself (400, 413, 422: the poster must fix it, retrying
+// changes nothing; 409: its id was used for another message, usually the
+// same message seen twice with different trimmings), and if so with which
+// status and field. Anything else (msgcenter unreachable, its token
+// refused, a proxy's 404 or 408 while it restarts) is the tunnel's own
+// trouble: the message is not stored and the poster should try again.
 func Refusal(err error) (status int, code, field, msg string, ok bool) {
 	var api *client.APIError
 	var fe *model.Error
 	switch {
-	case errors.As(err, &api) && api.Status < 500 && api.Status != http.StatusTooManyRequests &&
-		api.Status != http.StatusUnauthorized && api.Status != http.StatusForbidden:
+	case errors.As(err, &api) && (api.Status == http.StatusBadRequest || api.Status == http.StatusConflict ||
+		api.Status == http.StatusRequestEntityTooLarge || api.Status == http.StatusUnprocessableEntity):
 		return api.Status, api.Code, api.Field, api.Message, true
 	case errors.As(err, &fe) && errors.Is(err, model.ErrInvalid):
 		return http.StatusBadRequest, wire.CodeInvalid, fe.Field, fe.Message, true

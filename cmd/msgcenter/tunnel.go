@@ -98,6 +98,9 @@ func fieldMsg(err error) string {
 type connector struct {
 	inbound func(ctx context.Context, in *tunnel.Inbound) error
 	sender  tunnel.Sender
+	// account is the tunnel's account on the platform (the bot, the
+	// Slack team), kept in routes and in inbound messages' keys.
+	account string
 }
 
 // runTunnel checks the server, then runs the connector's inbound side and
@@ -146,7 +149,7 @@ func runTunnel(cmd *cobra.Command, g *globals, f *tunnelFlags, to []string, plat
 		}()
 	}
 	if !f.noInbound {
-		in := &tunnel.Inbound{Client: c, DID: f.did, Platform: platform, To: to, Logger: log}
+		in := &tunnel.Inbound{Client: c, DID: f.did, Platform: platform, AccountID: conn.account, To: to, Logger: log}
 		if f.aggregate {
 			in.Aggregate = &tunnel.Aggregate{Window: f.window, MaxWait: f.maxWait}
 		}

@@ -67,11 +67,11 @@ retried with backoff.`,
 				}
 			}
 			return runTunnel(cmd, g, &f, to, slack.Platform, func(ctx context.Context, c *client.Client, log *slog.Logger) (*connector, error) {
-				api, err := slack.NewClient(ctx, botToken, apiURL)
+				api, team, err := slack.NewClient(ctx, botToken, apiURL)
 				if err != nil {
 					return nil, err
 				}
-				conn := &connector{sender: &slack.Sender{API: api}}
+				conn := &connector{sender: &slack.Sender{API: api}, account: team}
 				if f.noInbound {
 					return conn, nil
 				}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -63,7 +64,7 @@ retried with backoff.`,
 				if err != nil {
 					return nil, err
 				}
-				conn := &connector{sender: &telegram.Sender{Bot: b}}
+				conn := &connector{sender: &telegram.Sender{Bot: b}, account: strconv.FormatInt(b.ID(), 10)}
 				conn.inbound = func(ctx context.Context, in *tunnel.Inbound) error {
 					return (&telegram.Poller{Token: botToken, APIURL: apiURL, In: in, Logger: log}).Run(ctx)
 				}

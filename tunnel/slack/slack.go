@@ -60,7 +60,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := slackevents.ParseEvent(json.RawMessage(body), slackevents.OptionNoVerifyToken())
 	if err != nil {
-		tunnel.WriteError(w, http.StatusBadRequest, wire.CodeInvalid, "", "not an Events API post: "+err.Error())
+		var outer struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(body, &outer) != nil || outer.Type == "" {
+			tunnel.WriteError(w, http.StatusBadRequest, wire.CodeInvalid, "", "not an Events API post: "+err.Error())
+			return
+		}
+		// Signed by Slack, but an event slack-go cannot read (a type it
+		// does not know yet): nothing to store, and a failure would only
+		// make Slack retry and count it against the app.
+		h.logger().Info("slack: an event that does not parse; ignoring it", "type", outer.Type, "err", err)
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	switch ev.Type {
@@ -84,9 +95,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := h.In.Dispatch(r.Context(), te); err != nil {
-		if _, _, _, _, refused := tunnel.Refusal(err); refused {
+		if status, _, _, _, refused := tunnel.Refusal(err); refused {
 			// Slack cannot fix it: a retry would be refused the same way.
-			h.logger().Warn("slack: msgcenter refused a message; dropping it", "channel", te.ChatID, "ts", te.ID, "err", err)
+			// A conflict is the message stored already from its other
+			// event (message and app_mention carry it differently).
+			if status == http.StatusConflict {
+				h.logger().Debug("slack: a message stored before came again", "channel", te.ChatID, "ts", te.ID)
+			} else {
+				h.logger().Warn("slack: msgcenter refused a message; dropping it", "channel", te.ChatID, "ts", te.ID, "err", err)
+			}
 			w.WriteHeader(http.StatusOK)
 			return
 		}
@@ -148,21 +165,23 @@ type Sender struct {
 }
 
 // NewClient makes slack-go's client for a bot token at apiURL (Slack's
-// when empty; it must end in a slash) and checks the token (auth.test).
-func NewClient(ctx context.Context, token, apiURL string) (*slack.Client, error) {
+// when empty) and checks the token (auth.test); it returns the team the
+// token is for.
+func NewClient(ctx context.Context, token, apiURL string) (*slack.Client, string, error) {
 	var opts []slack.Option
 	if apiURL != "" {
 		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(apiURL, "/")+"/"))
 	}
 	c := slack.New(token, opts...)
-	if _, err := c.AuthTestContext(ctx); err != nil {
+	who, err := c.AuthTestContext(ctx)
+	if err != nil {
 		var se slack.SlackErrorResponse
 		if errors.As(err, &se) {
-			return nil, fmt.Errorf("slack refused the bot token (auth.test: %s)", se.Err)
+			return nil, "", fmt.Errorf("slack refused the bot token (auth.test: %s)", se.Err)
 		}
-		return nil, fmt.Errorf("slack did not answer auth.test: %v", err) // %v: not msgcenter's connection error
+		return nil, "", fmt.Errorf("slack did not answer auth.test: %v", err) // %v: not msgcenter's connection error
 	}
-	return c, nil
+	return c, who.TeamID, nil
 }
 
 // Send posts one delivery; the message's ts is its external id.
@@ -181,7 +200,8 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	if strings.TrimSpace(text) == "" {
 		return "", tunnel.Permanent("empty", "the message has no text to send")
 	}
-	_, ts, err := s.API.PostMessageContext(ctx, channel, slack.MsgOptionText(text, false))
+	// Escaped: an agent quoting <!channel> must not ping a channel.
+	_, ts, err := s.API.PostMessageContext(ctx, channel, slack.MsgOptionText(text, true))
 	if err != nil {
 		return "", classify(err)
 	}

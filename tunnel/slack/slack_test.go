@@ -176,12 +176,12 @@ func TestOutbound(t *testing.T) {
 	api := httptest.NewServer(fake)
 	defer api.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := slack.NewClient(ctx, "xoxb-bad", api.URL+"/api"); err == nil || !strings.Contains(err.Error(), "invalid_auth") {
+	if _, _, err := slack.NewClient(ctx, "xoxb-bad", api.URL+"/api"); err == nil || !strings.Contains(err.Error(), "invalid_auth") {
 		t.Fatalf("a refused token: %v", err)
 	}
-	c, err := slack.NewClient(ctx, "xoxb-good", api.URL+"/api")
-	if err != nil {
-		t.Fatal(err)
+	c, team, err := slack.NewClient(ctx, "xoxb-good", api.URL+"/api")
+	if err != nil || team != "T1" {
+		t.Fatalf("NewClient: team %q, %v", team, err)
 	}
 	tun := srv.Client(t, tunnelDID, model.RoleTunnel)
 	if _, err := tun.SetRoutes(ctx, "did:slack:T1:U7", []model.ContactRoute{{ChatID: "C9"}}); err != nil {

@@ -25,8 +25,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-telegram/bot/models"
-
 	"github.com/msgcenter/msgcenter/tunnel"
 )
 
@@ -56,6 +54,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	p.defaults()
 	var offset int64
 	var pause, stuck time.Duration // stuck: the backoff of an update that will not dispatch
+	conflicts := 0
 	for ctx.Err() == nil {
 		if pause > 0 {
 			select {
@@ -70,10 +69,18 @@ func (p *Poller) Run(ctx context.Context) error {
 				return nil
 			}
 			var ae *apiError
-			if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized {
+			if errors.As(err, &ae) && (ae.Code == http.StatusUnauthorized || ae.Code == http.StatusNotFound) {
 				return fmt.Errorf("telegram refused the bot token: %w", err)
 			}
-			if errors.As(err, &ae) && ae.RetryAfter > 0 {
+			if errors.As(err, &ae) && ae.Code == http.StatusConflict {
+				// A webhook is set on the bot, or another poller runs:
+				// either way this one gets nothing. A moment's overlap
+				// with a previous process is the only kind that passes.
+				if conflicts++; conflicts >= maxConflicts {
+					return fmt.Errorf("telegram gives this bot's updates to someone else (a webhook is set, or another tunnel polls): stop it, or delete the webhook: %w", err)
+				}
+				pause = time.Second
+			} else if errors.As(err, &ae) && ae.RetryAfter > 0 {
 				pause = ae.RetryAfter
 			} else {
 				pause = min(max(2*pause, 500*time.Millisecond), 30*time.Second)
@@ -81,7 +88,7 @@ func (p *Poller) Run(ctx context.Context) error {
 			p.Logger.Warn("telegram: getUpdates failed; trying again", "err", err, "in", pause)
 			continue
 		}
-		pause = 0
+		pause, conflicts = 0, 0
 		for _, u := range updates {
 			if err := p.handle(ctx, u); err != nil {
 				if ctx.Err() != nil {
@@ -91,11 +98,11 @@ func (p *Poller) Run(ctx context.Context) error {
 				// out again.
 				stuck = min(max(2*stuck, time.Second), 30*time.Second)
 				pause = stuck
-				p.Logger.Warn("telegram: could not dispatch an update; trying again", "update_id", u.ID, "err", err, "in", pause)
+				p.Logger.Warn("telegram: could not dispatch an update; trying again", "update_id", u.UpdateID, "err", err, "in", pause)
 				break
 			}
 			stuck = 0
-			offset = u.ID + 1
+			offset = u.UpdateID + 1
 		}
 	}
 	return nil
@@ -116,47 +123,88 @@ func (p *Poller) defaults() {
 	}
 }
 
+// maxConflicts is how many 409s in a row (a second apart) end the poll.
+const maxConflicts = 3
+
+// update is what the tunnel reads of a Telegram update: its own small
+// types, and the message as Telegram sent it. (Decoding into the
+// library's models fails on a union type it does not know yet, such as a
+// new forward origin, and one such update would hold back all the others.)
+type update struct {
+	UpdateID int64           `json:"update_id"`
+	Message  json.RawMessage `json:"message"`
+}
+
+type tgMessage struct {
+	MessageID int    `json:"message_id"`
+	Date      int64  `json:"date"`
+	Text      string `json:"text"`
+	Caption   string `json:"caption"`
+	From      *struct {
+		ID    int64 `json:"id"`
+		IsBot bool  `json:"is_bot"`
+	} `json:"from"`
+	Chat struct {
+		ID int64 `json:"id"`
+	} `json:"chat"`
+}
+
 // handle dispatches one update. An update that carries no message, or
 // that msgcenter refuses for good (it names the field), is logged and
 // skipped: asking again would not change the answer.
-func (p *Poller) handle(ctx context.Context, u *models.Update) error {
-	ev := Event(u)
+func (p *Poller) handle(ctx context.Context, u *update) error {
+	ev, err := Event(u.Message)
+	if err != nil {
+		p.Logger.Warn("telegram: an update's message does not decode; skipping it", "update_id", u.UpdateID, "err", err)
+		return nil
+	}
 	if ev == nil {
 		return nil
 	}
-	_, err := p.In.Dispatch(ctx, ev)
-	if _, _, _, _, refused := tunnel.Refusal(err); err != nil && refused {
-		p.Logger.Warn("telegram: msgcenter refused a message; skipping it", "update_id", u.ID, "err", err)
+	_, err = p.In.Dispatch(ctx, ev)
+	if status, _, _, _, refused := tunnel.Refusal(err); err != nil && refused {
+		if status == http.StatusConflict {
+			p.Logger.Info("telegram: a message stored before came again", "update_id", u.UpdateID, "err", err)
+		} else {
+			p.Logger.Warn("telegram: msgcenter refused a message; skipping it", "update_id", u.UpdateID, "err", err)
+		}
 		return nil
 	}
 	return err
 }
 
-// Event makes an update's message an inbound event (nil for updates that
-// carry none: reactions, edits, bots' posts, …). The text is the
-// message's text or caption; the whole message goes into machine
-// content, so photos, stickers and replies reach the agent as data.
-func Event(u *models.Update) *tunnel.Event {
-	m := u.Message
-	if m == nil || m.From == nil || m.From.IsBot {
-		return nil
+// Event makes an update's message (as Telegram sent it; nil or null for
+// updates that carry none) an inbound event, or nil for a message that is
+// not a person's (a bot's, a channel's). The text is the message's text
+// or caption; the whole message goes into machine content, so photos,
+// stickers and replies reach the agent as data.
+func Event(raw json.RawMessage) (*tunnel.Event, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
 	}
-	raw, err := json.Marshal(map[string]any{"telegram": m})
+	var m tgMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if m.From == nil || m.From.IsBot {
+		return nil, nil
+	}
+	machine, err := json.Marshal(map[string]json.RawMessage{"telegram": raw})
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	text := m.Text
 	if text == "" {
 		text = m.Caption
 	}
 	return &tunnel.Event{
-		ID:      strconv.Itoa(m.ID),
+		ID:      strconv.Itoa(m.MessageID),
 		From:    tunnel.SenderDID(Platform, strconv.FormatInt(m.From.ID, 10)),
 		ChatID:  strconv.FormatInt(m.Chat.ID, 10),
 		Text:    text,
-		Machine: raw,
-		At:      time.Unix(int64(m.Date), 0),
-	}
+		Machine: machine,
+		At:      time.Unix(m.Date, 0),
+	}, nil
 }
 
 // apiError is an answer of the Bot API that is not ok.
@@ -172,7 +220,7 @@ func (e *apiError) Error() string {
 
 // getUpdates asks for the updates from offset on, confirming those
 // before it.
-func (p *Poller) getUpdates(ctx context.Context, offset int64) ([]*models.Update, error) {
+func (p *Poller) getUpdates(ctx context.Context, offset int64) ([]*update, error) {
 	body, _ := json.Marshal(map[string]any{"offset": offset, "timeout": int(p.Timeout.Seconds()),
 		"allowed_updates": []string{"message"}})
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout+30*time.Second)
@@ -193,10 +241,10 @@ func (p *Poller) getUpdates(ctx context.Context, offset int64) ([]*models.Update
 		return nil, redact(err, p.Token)
 	}
 	var r struct {
-		OK          bool             `json:"ok"`
-		Result      []*models.Update `json:"result"`
-		ErrorCode   int              `json:"error_code"`
-		Description string           `json:"description"`
+		OK          bool              `json:"ok"`
+		Result      []json.RawMessage `json:"result"`
+		ErrorCode   int               `json:"error_code"`
+		Description string            `json:"description"`
 		Parameters  struct {
 			RetryAfter int `json:"retry_after"`
 		} `json:"parameters"`
@@ -207,5 +255,19 @@ func (p *Poller) getUpdates(ctx context.Context, offset int64) ([]*models.Update
 	if !r.OK {
 		return nil, &apiError{Code: r.ErrorCode, Description: r.Description, RetryAfter: time.Duration(r.Parameters.RetryAfter) * time.Second}
 	}
-	return r.Result, nil
+	out := make([]*update, 0, len(r.Result))
+	for _, raw := range r.Result {
+		var u update
+		if err := json.Unmarshal(raw, &u); err != nil || u.UpdateID == 0 {
+			// Without its id an update cannot be confirmed on its own;
+			// the ones after it confirm it.
+			p.Logger.Warn("telegram: an update does not decode; skipping it", "update", string(raw[:min(len(raw), 200)]), "err", err)
+			continue
+		}
+		out = append(out, &u)
+	}
+	if len(out) == 0 && len(r.Result) > 0 {
+		return nil, errors.New("telegram: no update of the batch decodes") // back off rather than spin
+	}
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,17 +63,36 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	if strings.TrimSpace(text) == "" {
 		return "", tunnel.Permanent("empty", "the message has no text to send")
 	}
-	var first string
-	for _, part := range split(text, maxText) {
-		m, err := s.Bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, Text: part})
+	parts := split(text, maxText)
+	// A retry after some pieces went out sends only the rest (the failed
+	// attempt's error message says how far it got).
+	from, first := resumeAt(d.Record.Delivery.ErrorMessage, len(parts))
+	for i := from; i < len(parts); i++ {
+		m, err := s.Bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, Text: parts[i]})
 		if err != nil {
-			return "", classify(err, s.Bot.Token())
+			err = classify(err, s.Bot.Token())
+			var e *tunnel.Error
+			if i > 0 && errors.As(err, &e) {
+				e.Message = fmt.Sprintf("[sent %d/%d %s] %s", i, len(parts), first, e.Message)
+			}
+			return "", err
 		}
 		if first == "" {
 			first = strconv.Itoa(m.ID)
 		}
 	}
 	return first, nil
+}
+
+// resumeAt reads "[sent N/M ID]" from a failed attempt's error message:
+// the first N of M pieces went out, the first of them as message ID.
+func resumeAt(lastError string, pieces int) (int, string) {
+	var n, m int
+	var id string
+	if _, err := fmt.Sscanf(lastError, "[sent %d/%d %s", &n, &m, &id); err != nil || m != pieces || n <= 0 || n >= m {
+		return 0, ""
+	}
+	return n, strings.TrimSuffix(id, "]")
 }
 
 // classify turns the library's errors into retry advice: a rate limit is
@@ -90,8 +110,10 @@ func classify(err error, token string) error {
 		return tunnel.Permanent("400", fmt.Sprintf("%s; the group is now chat %d: set the route's chat_id to it", msg, migrated.MigrateToChatID))
 	case errors.Is(err, bot.ErrorForbidden):
 		return tunnel.Permanent("403", msg)
-	case errors.Is(err, bot.ErrorBadRequest), errors.Is(err, bot.ErrorNotFound):
+	case errors.Is(err, bot.ErrorBadRequest):
 		return tunnel.Permanent("400", msg)
+	case errors.Is(err, bot.ErrorNotFound): // the Bot API's answer to a wrong token or path
+		return tunnel.Retry("404", msg+" (the bot token or --api-url is wrong)", 0)
 	case errors.Is(err, bot.ErrorUnauthorized):
 		return tunnel.Retry("401", msg+" (the bot token was refused)", 0)
 	}
@@ -111,7 +133,10 @@ func split(text string, n int) []string {
 		out = append(out, text[:cut])
 		text = text[cut:]
 	}
-	return append(out, text)
+	out = append(out, text)
+	// Telegram refuses an empty text: a piece of line breaks alone (the
+	// end of a long reply) is not sent.
+	return slices.DeleteFunc(out, func(p string) bool { return strings.TrimSpace(p) == "" })
 }
 
 // units is s's length in UTF-16 code units.
