@@ -19,8 +19,8 @@ import (
 )
 
 func newTunnelCmd(g *globals) *cobra.Command {
-	cmd := groupCmd("tunnel", "Run a connector between msgcenter and an outside system (webhook, telegram, slack)")
-	cmd.AddCommand(newTunnelWebhookCmd(g), newTunnelTelegramCmd(g), newTunnelSlackCmd(g))
+	cmd := groupCmd("tunnel", "Run a connector between msgcenter and an outside system (webhook, telegram, slack, email)")
+	cmd.AddCommand(newTunnelWebhookCmd(g), newTunnelTelegramCmd(g), newTunnelSlackCmd(g), newTunnelEmailCmd(g))
 	return cmd
 }
 

@@ -1,0 +1,169 @@
+package email
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/mail"
+	"strings"
+	"time"
+
+	gomail "github.com/emersion/go-message/mail"
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/msgcenter/msgcenter/tunnel"
+)
+
+// Sender mails each delivery to its route's address through an SMTP relay.
+type Sender struct {
+	// Relay is the relay's host:port.
+	Relay string
+	// TLS is "starttls" (default), "tls" (implicit, port 465) or "none".
+	TLS string
+	// Username and Password, when set, authenticate (PLAIN).
+	Username, Password string
+	// From is the sender's address, unless the message's author has a
+	// mailbox of its own (FromOf).
+	From string
+	// FromOf maps an author's DID to its mailbox's address.
+	FromOf map[string]string
+	// TLSConfig is used for STARTTLS and implicit TLS (default: verify the
+	// relay's certificate for its host name).
+	TLSConfig *tls.Config
+}
+
+// Send mails one delivery. Its Message-ID follows from the record, the
+// same for every attempt, so a receiver can tell a retried mail.
+func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
+	to, err := mail.ParseAddress(d.Route.Address)
+	if err != nil {
+		return "", tunnel.Permanent("bad_address", fmt.Sprintf("route address %q is not a mail address: %v", d.Route.Address, err))
+	}
+	from := s.From
+	if a, ok := s.FromOf[d.Msg.LogicalSender()]; ok {
+		from = a
+	}
+	body, id, err := s.compose(d, from, to.Address)
+	if err != nil {
+		return "", tunnel.Permanent("bad_message", err.Error())
+	}
+	if err := s.deliver(ctx, from, to.Address, body); err != nil {
+		return "", classify(err)
+	}
+	return id, nil
+}
+
+// compose writes the mail: plain text, UTF-8, the title as subject (else
+// the text's first line).
+func (s *Sender) compose(d *tunnel.Delivery, from, to string) ([]byte, string, error) {
+	var h gomail.Header
+	h.SetDate(time.Now())
+	h.SetAddressList("From", []*gomail.Address{{Address: from}})
+	h.SetAddressList("To", []*gomail.Address{{Address: to}})
+	subject := d.Msg.Content.Title
+	if subject == "" {
+		subject, _, _ = strings.Cut(strings.TrimSpace(d.Msg.Content.Content), "\n")
+		if r := []rune(subject); len(r) > 78 {
+			subject = string(r[:77]) + "…"
+		}
+	}
+	h.SetSubject(subject)
+	host := "msgcenter"
+	if _, dom, ok := strings.Cut(from, "@"); ok {
+		host = dom
+	}
+	id := strings.TrimPrefix(d.Record.RecordID, "cyrec:") + "@" + host
+	h.SetMessageID(id)
+	h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
+	var buf bytes.Buffer
+	w, err := gomail.CreateSingleInlineWriter(&buf, h)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := w.Write([]byte(d.Msg.Content.Content)); err != nil {
+		return nil, "", err
+	}
+	if err := w.Close(); err != nil {
+		return nil, "", err
+	}
+	return buf.Bytes(), "<" + id + ">", nil
+}
+
+// deliver runs one SMTP transaction, bounded by ctx.
+func (s *Sender) deliver(ctx context.Context, from, to string, body []byte) error {
+	host, _, err := net.SplitHostPort(s.Relay)
+	if err != nil {
+		return tunnel.Permanent("bad_relay", err.Error())
+	}
+	cfg := s.TLSConfig
+	if cfg == nil {
+		cfg = &tls.Config{ServerName: host}
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", s.Relay)
+	if err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	var c *smtp.Client
+	switch s.TLS {
+	case "tls":
+		c = smtp.NewClient(tls.Client(conn, cfg))
+	case "none":
+		c = smtp.NewClient(conn)
+	default:
+		if c, err = smtp.NewClientStartTLS(conn, cfg); err != nil {
+			conn.Close()
+			return err
+		}
+	}
+	defer c.Close()
+	if s.Username != "" {
+		if err := c.Auth(sasl.NewPlainClient("", s.Username, s.Password)); err != nil {
+			return err
+		}
+	}
+	if err := c.Mail(from, nil); err != nil {
+		return err
+	}
+	if err := c.Rcpt(to, nil); err != nil {
+		return err
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(body); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return c.Quit()
+}
+
+// classify reads an SMTP reply: 4xx is retried, 5xx is not; anything else
+// (the network, TLS) is retried.
+func classify(err error) error {
+	var e *tunnel.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		code := fmt.Sprintf("smtp_%d", se.Code)
+		if se.Code >= 500 {
+			return tunnel.Permanent(code, se.Message)
+		}
+		return tunnel.Retry(code, se.Message, 0)
+	}
+	return tunnel.Retry("send_error", err.Error(), 0)
+}
