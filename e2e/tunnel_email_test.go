@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"io"
 	"net"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,39 +50,10 @@ func TestEmailTunnel(t *testing.T) {
 	go func() { _ = rs.Serve(ln) }()
 	defer rs.Close()
 
-	cmd := exec.Command(binPath, "tunnel", "email", "--did", "did:tunnel:mail", "--listen", "127.0.0.1:0",
+	tun, smtpAddr := startTunnel(t, []string{"MSGCENTER_SERVER=" + srv.URL, "MSGCENTER_TOKEN=" + tok}, smtpOnRE,
+		"tunnel", "email", "--did", "did:tunnel:mail", "--listen", "127.0.0.1:0",
 		"--mailbox", "helper@agents.test=did:agent:helper", "--relay", ln.Addr().String(), "--relay-tls", "none",
 		"--log-level", "warn")
-	cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+tok)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &logBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	exited := make(chan error, 1)
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := smtpOnRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	var smtpAddr string
-	select {
-	case smtpAddr = <-addr:
-	case err := <-exited:
-		t.Fatalf("tunnel exited before listening: %v\n%s", err, logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("tunnel did not say where it listens\n%s", logs.String())
-	}
 
 	c, err := smtp.Dial(smtpAddr)
 	if err != nil {
@@ -92,7 +61,7 @@ func TestEmailTunnel(t *testing.T) {
 	}
 	mail := "From: carol@example.com\r\nTo: helper@agents.test\r\nSubject: help\r\nMessage-ID: <c-1@example.com>\r\n\r\nmy build is red\r\n"
 	if err := c.SendMail("carol@example.com", []string{"helper@agents.test"}, strings.NewReader(mail)); err != nil {
-		t.Fatalf("mailing the tunnel: %v\n%s", err, logs.String())
+		t.Fatalf("mailing the tunnel: %v\n%s", err, tun.logs.String())
 	}
 	c.Close()
 	inbox := syncAll(ctx, t, admin, "did:agent:helper", model.Inbox)
@@ -114,7 +83,7 @@ func TestEmailTunnel(t *testing.T) {
 			}
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("nothing relayed within 20s\n%s", logs.String())
+		t.Fatalf("nothing relayed within 20s\n%s", tun.logs.String())
 	}
-	stopTunnel(t, cmd, exited, logs)
+	tun.stop(t)
 }

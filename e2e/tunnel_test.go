@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -10,13 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,38 +51,9 @@ func TestWebhookTunnel(t *testing.T) {
 	}))
 	defer recv.Close()
 
-	cmd := exec.Command(binPath, "tunnel", "webhook", "--did", "did:tunnel:hook", "--secret-file", secretFile,
+	tun, inbound := startTunnel(t, []string{"MSGCENTER_SERVER=" + srv.URL, "MSGCENTER_TOKEN=" + tok.Token}, inboundRE,
+		"tunnel", "webhook", "--did", "did:tunnel:hook", "--secret-file", secretFile,
 		"--listen", "127.0.0.1:0", "--to", "did:agent:helper", "--log-level", "warn")
-	cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+tok.Token)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &logBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := inboundRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // a no-op once it has exited
-	var inbound string
-	select {
-	case inbound = <-addr:
-	case err := <-exited:
-		t.Fatalf("tunnel exited before listening: %v\n%s", err, logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("tunnel did not say where it listens\n%s", logs.String())
-	}
 
 	// In: a signed post from "alice" lands in the agent's inbox.
 	body := `{"id":"m-1","from":"alice","chat_id":"c-9","text":"hello","reply_url":"` + recv.URL + `/alice"}`
@@ -121,7 +89,7 @@ func TestWebhookTunnel(t *testing.T) {
 			t.Fatalf("outbound post %+v", p)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("no outbound post within 20s\n%s", logs.String())
+		t.Fatalf("no outbound post within 20s\n%s", tun.logs.String())
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -138,7 +106,7 @@ func TestWebhookTunnel(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	stopTunnel(t, cmd, exited, logs)
+	tun.stop(t)
 }
 
 type webhookPost struct {
@@ -188,23 +156,14 @@ func TestTelegramTunnel(t *testing.T) {
 	}))
 	defer api.Close()
 
-	cmd := exec.Command(binPath, "tunnel", "telegram", "--did", "did:tunnel:tg", "--to", "did:agent:helper",
-		"--api-url", api.URL, "--log-level", "warn")
-	cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+tok, "MSGCENTER_TELEGRAM_TOKEN=42:abc")
-	logs := &logBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	tun, _ := startTunnel(t, []string{"MSGCENTER_SERVER=" + srv.URL, "MSGCENTER_TOKEN=" + tok, "MSGCENTER_TELEGRAM_TOKEN=42:abc"}, nil,
+		"tunnel", "telegram", "--did", "did:tunnel:tg", "--to", "did:agent:helper", "--api-url", api.URL, "--log-level", "warn")
 
 	deadline := time.Now().Add(20 * time.Second)
 	var inbox []wire.RecordWithMsg
 	for len(inbox) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("nothing in the agent's inbox after 20s\n%s", logs.String())
+			t.Fatalf("nothing in the agent's inbox after 20s\n%s", tun.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 		res, err := admin.Sync(ctx, wire.SyncQuery{Owner: "did:agent:helper", Box: model.Inbox, WithObject: true})
@@ -227,26 +186,11 @@ func TestTelegramTunnel(t *testing.T) {
 			t.Fatalf("sendMessage %q", got)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("no sendMessage within 20s\n%s", logs.String())
+		t.Fatalf("no sendMessage within 20s\n%s", tun.logs.String())
 	}
-	stopTunnel(t, cmd, exited, logs)
+	tun.stop(t)
 }
 
-// stopTunnel sends a tunnel process SIGTERM and expects a clean exit.
-func stopTunnel(t *testing.T, cmd *exec.Cmd, exited <-chan error, logs *logBuffer) {
-	t.Helper()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("tunnel exited with %v after SIGTERM\n%s", err, logs.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("tunnel still running 15s after SIGTERM\n%s", logs.String())
-	}
-}
 
 var slackEventsRE = regexp.MustCompile(`events to (http://\S+)`)
 
@@ -274,40 +218,11 @@ func TestSlackTunnel(t *testing.T) {
 	}))
 	defer api.Close()
 
-	cmd := exec.Command(binPath, "tunnel", "slack", "--did", "did:tunnel:slack", "--to", "did:agent:helper",
-		"--listen", "127.0.0.1:0", "--api-url", api.URL+"/api", "--log-level", "warn")
 	const signing = "e2e-signing-secret"
-	cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+tok,
-		"MSGCENTER_SLACK_TOKEN=xoxb-e2e", "MSGCENTER_SLACK_SIGNING_SECRET="+signing)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &logBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	exited := make(chan error, 1)
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := slackEventsRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	var events string
-	select {
-	case events = <-addr:
-	case err := <-exited:
-		t.Fatalf("tunnel exited before listening: %v\n%s", err, logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("tunnel did not say where it listens\n%s", logs.String())
-	}
+	tun, events := startTunnel(t, []string{"MSGCENTER_SERVER=" + srv.URL, "MSGCENTER_TOKEN=" + tok,
+		"MSGCENTER_SLACK_TOKEN=xoxb-e2e", "MSGCENTER_SLACK_SIGNING_SECRET=" + signing}, slackEventsRE,
+		"tunnel", "slack", "--did", "did:tunnel:slack", "--to", "did:agent:helper",
+		"--listen", "127.0.0.1:0", "--api-url", api.URL+"/api", "--log-level", "warn")
 
 	body := `{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":{"type":"message","user":"U7","channel":"C9","ts":"1700000000.000100","text":"hi app"}}`
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
@@ -322,7 +237,7 @@ func TestSlackTunnel(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("event answered %d\n%s", resp.StatusCode, logs.String())
+		t.Fatalf("event answered %d\n%s", resp.StatusCode, tun.logs.String())
 	}
 	inbox := syncAll(ctx, t, admin, "did:agent:helper", model.Inbox)
 	if len(inbox) != 1 {
@@ -341,7 +256,7 @@ func TestSlackTunnel(t *testing.T) {
 			t.Fatalf("chat.postMessage %q", got)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("no chat.postMessage within 20s\n%s", logs.String())
+		t.Fatalf("no chat.postMessage within 20s\n%s", tun.logs.String())
 	}
-	stopTunnel(t, cmd, exited, logs)
+	tun.stop(t)
 }

@@ -169,54 +169,21 @@ func TestOutbound(t *testing.T) {
 	srv := testserver.Start(t, core.Config{BackoffBase: 100 * time.Millisecond})
 	rl := &relay{}
 	addr := serve(t, rl)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	tun := srv.Client(t, tunnelDID, model.RoleTunnel)
 	if _, err := tun.SetRoutes(ctx, "did:email:bob@example.com", []model.ContactRoute{{Address: "bob@example.com"}}); err != nil {
 		t.Fatal(err)
 	}
 	ob := &tunnel.Outbox{Client: tun, DID: tunnelDID, Lease: 5 * time.Second, Wait: 300 * time.Millisecond, Logger: quiet,
 		Sender: &email.Sender{Relay: addr, TLS: "none", From: "noreply@agents.test", FromOf: map[string]string{agentDID: mailbox}}}
-	done := make(chan error, 1)
-	go func() { done <- ob.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	send := func(text string) string {
-		t.Helper()
-		res, err := srv.Admin.PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{From: agentDID, To: []string{"did:email:bob@example.com"},
-			Content: message.Content{Content: text}}})
-		if err != nil || len(res.Deliveries) != 1 {
-			t.Fatalf("post_send %+v, %v", res, err)
-		}
-		return res.Deliveries[0].RecordID
-	}
-	record := func(id string) model.Record {
-		rec, err := srv.Admin.GetRecord(ctx, id, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec.Record
-	}
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after 15s: %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	testserver.Run(t, ob.Run)
 
 	rl.mu.Lock()
 	rl.rcpt = []*smtp.SMTPError{{Code: 451, Message: "greylisted"}}
 	rl.mu.Unlock()
-	id := send("Hello Bob,\nthe build is green again.")
-	wait("SENT after a 451", func() bool { return record(id).State == model.Sent })
-	rec := record(id)
+	id := srv.Reply(t, agentDID, "did:email:bob@example.com", "", "Hello Bob,\nthe build is green again.")
+	testserver.WaitFor(t, "SENT after a 451", func() bool { return srv.Record(t, id).State == model.Sent })
+	rec := srv.Record(t, id)
 	rl.mu.Lock()
 	mails := rl.mails
 	rl.rcpt = []*smtp.SMTPError{{Code: 550, Message: "no such user"}}
@@ -230,9 +197,9 @@ func TestOutbound(t *testing.T) {
 			t.Fatalf("mail lacks %q:\n%s", want, mails[0])
 		}
 	}
-	gone := send("to nobody")
-	wait("DEAD after a 550", func() bool { return record(gone).State == model.Dead })
-	if d := record(gone).Delivery; d.ErrorCode != "smtp_550" {
+	gone := srv.Reply(t, agentDID, "did:email:bob@example.com", "", "to nobody")
+	testserver.WaitFor(t, "DEAD after a 550", func() bool { return srv.Record(t, gone).State == model.Dead })
+	if d := srv.Record(t, gone).Delivery; d.ErrorCode != "smtp_550" {
 		t.Fatalf("dead record %+v", d)
 	}
 }

@@ -175,7 +175,7 @@ func TestOutbound(t *testing.T) {
 	fake := &fakeAPI{}
 	api := httptest.NewServer(fake)
 	defer api.Close()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	if _, _, err := slack.NewClient(ctx, "xoxb-bad", api.URL+"/api"); err == nil || !strings.Contains(err.Error(), "invalid_auth") {
 		t.Fatalf("a refused token: %v", err)
 	}
@@ -189,43 +189,10 @@ func TestOutbound(t *testing.T) {
 	}
 	ob := &tunnel.Outbox{Client: tun, DID: tunnelDID, Sender: &slack.Sender{API: c}, Lease: 5 * time.Second,
 		Wait: 500 * time.Millisecond, Logger: quiet}
-	done := make(chan error, 1)
-	go func() { done <- ob.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	send := func(title, text string) string {
-		t.Helper()
-		res, err := srv.Admin.PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{From: agentDID, To: []string{"did:slack:T1:U7"},
-			Content: message.Content{Title: title, Content: text}}})
-		if err != nil || len(res.Deliveries) != 1 {
-			t.Fatalf("post_send %+v, %v", res, err)
-		}
-		return res.Deliveries[0].RecordID
-	}
-	record := func(id string) model.Record {
-		rec, err := srv.Admin.GetRecord(ctx, id, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec.Record
-	}
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after 15s: %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	testserver.Run(t, ob.Run)
 
-	id := send("Build", "it is green")
-	wait("SENT", func() bool { return record(id).State == model.Sent })
+	id := srv.Reply(t, agentDID, "did:slack:T1:U7", "Build", "it is green")
+	testserver.WaitFor(t, "SENT", func() bool { return srv.Record(t, id).State == model.Sent })
 	fake.mu.Lock()
 	posted := fake.posted
 	fake.posted = nil
@@ -237,17 +204,17 @@ func TestOutbound(t *testing.T) {
 		func(w http.ResponseWriter) { fmt.Fprint(w, `{"ok":false,"error":"channel_not_found"}`) },
 	}
 	fake.mu.Unlock()
-	if len(posted) != 1 || posted[0] != "C9:*Build*\nit is green" || record(id).Delivery.ExternalMsgID != "1700000100.000001" {
-		t.Fatalf("posted %q, external id %q", posted, record(id).Delivery.ExternalMsgID)
+	if len(posted) != 1 || posted[0] != "C9:*Build*\nit is green" || srv.Record(t, id).Delivery.ExternalMsgID != "1700000100.000001" {
+		t.Fatalf("posted %q, external id %q", posted, srv.Record(t, id).Delivery.ExternalMsgID)
 	}
-	slow := send("", "one")
-	wait("rate-limited back in WAIT", func() bool { r := record(slow); return r.State == model.Wait && r.Delivery.Attempts == 1 })
-	if d := record(slow).Delivery; d.ErrorCode != "429" || d.RetryAfterMS != 9000 {
+	slow := srv.Reply(t, agentDID, "did:slack:T1:U7", "", "one")
+	testserver.WaitFor(t, "rate-limited back in WAIT", func() bool { r := srv.Record(t, slow); return r.State == model.Wait && r.Delivery.Attempts == 1 })
+	if d := srv.Record(t, slow).Delivery; d.ErrorCode != "429" || d.RetryAfterMS != 9000 {
 		t.Fatalf("rate-limited record %+v", d)
 	}
-	gone := send("", "two")
-	wait("DEAD", func() bool { return record(gone).State == model.Dead })
-	if d := record(gone).Delivery; d.ErrorCode != "channel_not_found" {
+	gone := srv.Reply(t, agentDID, "did:slack:T1:U7", "", "two")
+	testserver.WaitFor(t, "DEAD", func() bool { return srv.Record(t, gone).State == model.Dead })
+	if d := srv.Record(t, gone).Delivery; d.ErrorCode != "channel_not_found" {
 		t.Fatalf("dead record %+v", d)
 	}
 }

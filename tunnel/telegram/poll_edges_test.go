@@ -140,7 +140,7 @@ func TestRetriedLongMessageSendsTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := res.Deliveries[0].RecordID
-	waitFor(t, "SENT", func() bool {
+	testserver.WaitFor(t, "SENT", func() bool {
 		rec, err := srv.Admin.GetRecord(ctx, id, false)
 		return err == nil && rec.Record.State == model.Sent
 	})

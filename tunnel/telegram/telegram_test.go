@@ -106,7 +106,7 @@ func textMsg(id, user int, text string) map[string]any {
 // runPoller runs a poller until stop is called.
 func runPoller(t *testing.T, api string, c *client.Client) (stop func()) {
 	t.Helper()
-	in := &tunnel.Inbound{Client: c, DID: tunnelDID, Platform: telegram.Platform, To: []string{agentDID}}
+	in := &tunnel.Inbound{Client: c, DID: tunnelDID, Platform: telegram.Platform, To: []string{agentDID}, Logger: quiet}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -117,17 +117,6 @@ func runPoller(t *testing.T, api string, c *client.Client) (stop func()) {
 		if err := <-done; err != nil {
 			t.Errorf("poller: %v", err)
 		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 15s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -164,8 +153,8 @@ func TestInbound(t *testing.T) {
 	fake.add(12, map[string]any{"message_id": 3, "date": 1, "text": "i am a bot", "from": map[string]any{"id": 7, "is_bot": true}, "chat": map[string]any{"id": 7, "type": "private"}})
 	fake.add(13, map[string]any{"message_id": 4, "date": 1, "sticker": map[string]any{"file_id": "s"}, "from": map[string]any{"id": 43, "is_bot": false}, "chat": map[string]any{"id": -5, "type": "group"}})
 	stop = runPoller(t, api.URL, tun)
-	waitFor(t, "three messages in the inbox", func() bool { return len(inbox()) == 3 })
-	waitFor(t, "updates confirmed", func() bool { fake.mu.Lock(); defer fake.mu.Unlock(); return fake.confirmed == 14 })
+	testserver.WaitFor(t, "three messages in the inbox", func() bool { return len(inbox()) == 3 })
+	testserver.WaitFor(t, "updates confirmed", func() bool { fake.mu.Lock(); defer fake.mu.Unlock(); return fake.confirmed == 14 })
 	stop()
 
 	// Telegram hands them all out again: nothing new.
@@ -173,7 +162,7 @@ func TestInbound(t *testing.T) {
 	fake.confirmed = 0
 	fake.mu.Unlock()
 	stop = runPoller(t, api.URL, tun)
-	waitFor(t, "updates confirmed again", func() bool { fake.mu.Lock(); defer fake.mu.Unlock(); return fake.confirmed == 14 })
+	testserver.WaitFor(t, "updates confirmed again", func() bool { fake.mu.Lock(); defer fake.mu.Unlock(); return fake.confirmed == 14 })
 	stop()
 	items := inbox()
 	if len(items) != 3 {
@@ -211,7 +200,7 @@ func TestOutbound(t *testing.T) {
 	fake := &fakeBot{}
 	api := httptest.NewServer(fake)
 	defer api.Close()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	b, err := telegram.NewBot(ctx, botToken, api.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -225,34 +214,11 @@ func TestOutbound(t *testing.T) {
 	}
 	ob := &tunnel.Outbox{Client: tun, DID: tunnelDID, Sender: &telegram.Sender{Bot: b}, Lease: 5 * time.Second,
 		Wait: 500 * time.Millisecond, Logger: quiet}
-	done := make(chan error, 1)
-	go func() { done <- ob.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	send := func(title, text string) string {
-		t.Helper()
-		res, err := srv.Admin.PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{From: agentDID, To: []string{"did:telegram:42"},
-			Content: message.Content{Title: title, Content: text}}})
-		if err != nil || len(res.Deliveries) != 1 {
-			t.Fatalf("post_send %+v, %v", res, err)
-		}
-		return res.Deliveries[0].RecordID
-	}
-	record := func(id string) model.Record {
-		rec, err := srv.Admin.GetRecord(ctx, id, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec.Record
-	}
+	testserver.Run(t, ob.Run)
 
 	long := strings.Repeat("é", 4000) + "\n" + strings.Repeat("x", 500)
-	id := send("Report", long)
-	waitFor(t, "the long message SENT", func() bool { return record(id).State == model.Sent })
+	id := srv.Reply(t, agentDID, "did:telegram:42", "Report", long)
+	testserver.WaitFor(t, "the long message SENT", func() bool { return srv.Record(t, id).State == model.Sent })
 	fake.mu.Lock()
 	sent := fake.sent
 	fake.sent = nil
@@ -260,7 +226,7 @@ func TestOutbound(t *testing.T) {
 	if len(sent) != 2 || sent[0].chatID != "42" || sent[0].text != "Report\n\n"+strings.Repeat("é", 4000)+"\n" || sent[1].text != strings.Repeat("x", 500) {
 		t.Fatalf("sent %d messages: %.40q…", len(sent), sent)
 	}
-	if ext := record(id).Delivery.ExternalMsgID; ext != "101" {
+	if ext := srv.Record(t, id).Delivery.ExternalMsgID; ext != "101" {
 		t.Fatalf("external id %q, want the first piece's", ext)
 	}
 
@@ -270,14 +236,14 @@ func TestOutbound(t *testing.T) {
 		`{"ok":false,"error_code":403,"description":"Forbidden: bot was blocked by the user"}`,
 	}
 	fake.mu.Unlock()
-	slow := send("", "one")
-	waitFor(t, "the rate-limited message back in WAIT", func() bool { r := record(slow); return r.State == model.Wait && r.Delivery.Attempts == 1 })
-	if d := record(slow).Delivery; d.ErrorCode != "429" || d.RetryAfterMS != 7000 || strings.Contains(d.ErrorMessage, "secret-bot-token") {
+	slow := srv.Reply(t, agentDID, "did:telegram:42", "", "one")
+	testserver.WaitFor(t, "the rate-limited message back in WAIT", func() bool { r := srv.Record(t, slow); return r.State == model.Wait && r.Delivery.Attempts == 1 })
+	if d := srv.Record(t, slow).Delivery; d.ErrorCode != "429" || d.RetryAfterMS != 7000 || strings.Contains(d.ErrorMessage, "secret-bot-token") {
 		t.Fatalf("rate-limited record %+v", d)
 	}
-	blocked := send("", "two")
-	waitFor(t, "the blocked-bot message DEAD", func() bool { return record(blocked).State == model.Dead })
-	if d := record(blocked).Delivery; d.ErrorCode != "403" || !strings.Contains(d.ErrorMessage, "blocked") {
+	blocked := srv.Reply(t, agentDID, "did:telegram:42", "", "two")
+	testserver.WaitFor(t, "the blocked-bot message DEAD", func() bool { return srv.Record(t, blocked).State == model.Dead })
+	if d := srv.Record(t, blocked).Delivery; d.ErrorCode != "403" || !strings.Contains(d.ErrorMessage, "blocked") {
 		t.Fatalf("dead record %+v", d)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/server"
 	"github.com/msgcenter/msgcenter/wire"
@@ -70,4 +71,53 @@ func (s *Server) Client(t testing.TB, did string, role model.Role) *client.Clien
 		t.Fatal(err)
 	}
 	return client.New(s.URL, res.Token)
+}
+
+// Record returns a record as it is now.
+func (s *Server) Record(t testing.TB, id string) model.Record {
+	t.Helper()
+	rec, err := s.Admin.GetRecord(context.Background(), id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.Record
+}
+
+// Reply post_sends text (and title) from agent to did, which must be
+// routed through one tunnel, and returns the delivery's record id.
+func (s *Server) Reply(t testing.TB, agent, did, title, text string) string {
+	t.Helper()
+	res, err := s.Admin.PostSend(context.Background(), &wire.PostSendRequest{Msg: &message.Message{From: agent, To: []string{did},
+		Content: message.Content{Title: title, Content: text}}})
+	if err != nil || len(res.Deliveries) != 1 {
+		t.Fatalf("post_send %+v, %v: want one delivery through a tunnel", res, err)
+	}
+	return res.Deliveries[0].RecordID
+}
+
+// WaitFor polls cond for up to 15 s.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 15s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Run runs fn (an Outbox's or a Poller's Run) until the test ends, and
+// fails the test if it returns an error.
+func Run(t testing.TB, fn func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
 }
