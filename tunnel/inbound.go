@@ -256,7 +256,7 @@ func SenderDID(platform, id string) string {
 	for _, r := range id {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9',
-			r == '.', r == '-', r == '_', r == ':', r == '@', r == '+':
+			r == '.', r == '-', r == '_', r == ':':
 			b.WriteRune(r)
 		default:
 			for _, c := range []byte(string(r)) {

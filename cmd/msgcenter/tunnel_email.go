@@ -13,6 +13,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 
 	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/message"
@@ -29,6 +30,7 @@ func newTunnelEmailCmd(g *globals) *cobra.Command {
 	var listen, domain, relay, relayTLS, relayUser, passFile, from string
 	var mailboxes []string
 	var maxBytes int64
+	var maxConns int
 	cmd := &cobra.Command{
 		Use:   "email --did DID --mailbox ADDR=DID [--relay HOST:PORT] [flags]",
 		Short: "A tunnel for mail: mail to agents' mailboxes becomes messages, agents' answers are mailed through a relay",
@@ -38,11 +40,13 @@ func newTunnelEmailCmd(g *globals) *cobra.Command {
 
 Inbound: an SMTP server on --listen takes mail for the --mailbox addresses,
 each read by an agent (helper@example.com=did:agent:helper). A mail is
-dispatched to its agents from did:email:<sender address>, its Subject as
+dispatched to its agents from did:email:<From address>, its Subject as
 title, its text (first text/plain part, else the HTML) as content, its
-Message-ID as id (a mail delivered twice is one message) and its other
-parts listed (not kept) in machine content; it is answered 250 only once
-stored, 4xx (try later) when msgcenter cannot take it now. Mail for other
+Message-ID and recipients as id (a mail delivered twice is one message)
+and its other parts listed (not kept) in machine content; it is answered
+250 only once stored, 4xx (try later) when msgcenter cannot take it now.
+Answers go to its Reply-To, else its From; bounces and auto-replies reach
+the agent but are not made answerable (answers carry Auto-Submitted). Mail for other
 addresses is refused (550). SPF, DKIM and DMARC are not checked: run it
 behind your MX, on an address only that MX reaches.
 
@@ -62,6 +66,9 @@ Message-ID that is the same for every attempt. A 4xx answer is retried, a
 			if _, err := f.check(); err != nil {
 				return err
 			}
+			if maxConns < 1 || maxBytes < 1<<10 {
+				return usagef("--max-connections must be at least 1 and --max-mail-bytes at least 1024")
+			}
 			boxes, fromOf, err := parseMailboxes(mailboxes)
 			if err != nil {
 				return err
@@ -73,6 +80,9 @@ Message-ID that is the same for every attempt. A 4xx answer is retried, a
 			if !f.noOutbound {
 				if sender, err = relaySender(relay, relayTLS, relayUser, passFile, g.env(envSMTPPassword), from, mailboxes, fromOf); err != nil {
 					return err
+				}
+				if relayTLS == "none" && relayUser != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning: with --relay-tls none the relay password goes over the network in clear text")
 				}
 			}
 			return runTunnel(cmd, g, &f, nil, email.Platform, func(ctx context.Context, c *client.Client, log *slog.Logger) (*connector, error) {
@@ -88,14 +98,15 @@ Message-ID that is the same for every attempt. A 4xx answer is retried, a
 				conn.inbound = func(ctx context.Context, in *tunnel.Inbound) error {
 					srv := smtp.NewServer(&email.Backend{In: in, Mailboxes: boxes, Logger: log})
 					srv.Domain, srv.MaxMessageBytes, srv.MaxRecipients = domain, maxBytes, 100
-					srv.ReadTimeout, srv.WriteTimeout = 5*time.Minute, time.Minute
+					srv.ReadTimeout, srv.WriteTimeout = time.Minute, time.Minute
 					go func() {
 						<-ctx.Done()
 						sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 						defer cancel()
 						_ = srv.Shutdown(sctx)
 					}()
-					if err := srv.Serve(ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
+					// Each session may hold a mail of up to --max-mail-bytes.
+					if err := srv.Serve(netutil.LimitListener(ln, maxConns)); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
 						return err
 					}
 					return nil
@@ -111,6 +122,7 @@ Message-ID that is the same for every attempt. A 4xx answer is retried, a
 	fl.StringArrayVar(&mailboxes, "mailbox", nil, "ADDR=DID: mail to ADDR goes to the agent DID, whose answers are mailed from ADDR (repeat)")
 	fl.StringVar(&domain, "domain", host, "the SMTP server's name in its greeting")
 	fl.Int64Var(&maxBytes, "max-mail-bytes", 25<<20, "the largest mail taken (attachments are listed, not kept)")
+	fl.IntVar(&maxConns, "max-connections", 32, "SMTP sessions at once (each may hold a mail of --max-mail-bytes)")
 	fl.StringVar(&relay, "relay", "", "the SMTP relay answers are mailed through (HOST:PORT; required unless --no-outbound)")
 	fl.StringVar(&relayTLS, "relay-tls", "starttls", "starttls, tls (implicit, port 465) or none")
 	fl.StringVar(&relayUser, "relay-user", "", "user name at the relay (PLAIN auth; the password from --relay-password-file or "+envSMTPPassword+")")

@@ -17,10 +17,10 @@ func FuzzEvent(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if ev.ID == "" || !strings.HasPrefix(ev.From, "did:email:") || ev.Address == "" {
+		if ev.ID == "" || !strings.HasPrefix(ev.From, "did:email:") || (ev.Address == "" && !ev.NoReplyRoute) {
 			t.Fatalf("event %+v", ev)
 		}
-		if !utf8.ValidString(ev.Text) || len(ev.Text) > maxText+64 {
+		if !utf8.ValidString(ev.Text) || len(ev.Text) > maxTextJSON+64 {
 			t.Fatalf("text of %d bytes, valid UTF-8: %v", len(ev.Text), utf8.ValidString(ev.Text))
 		}
 	})

@@ -15,11 +15,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/emersion/go-message"
 	_ "github.com/emersion/go-message/charset" // decode the charsets mail comes in
@@ -32,10 +35,6 @@ import (
 
 // Platform is the platform name in routes and in senders' DIDs.
 const Platform = "email"
-
-// maxText bounds the text kept of a mail; the rest is cut with a note
-// (msgcenter's messages are 1 MiB by default, machine content included).
-const maxText = 256 << 10
 
 // Backend is the go-smtp backend: it takes mail for Mailboxes.
 type Backend struct {
@@ -60,8 +59,14 @@ func (s *session) Logout() error { return nil }
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	s.from = strings.ToLower(strings.TrimSpace(from))
+	if s.from == "" {
+		s.from = nullSender // MAIL FROM:<>, a bounce
+	}
 	return nil
 }
+
+// nullSender stands for the empty envelope sender of bounces.
+const nullSender = "<>"
 
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	did, ok := s.b.Mailboxes[strings.ToLower(strings.TrimSpace(to))]
@@ -83,11 +88,20 @@ func (s *session) Data(r io.Reader) error {
 		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "cannot read this mail: " + err.Error()}
 	}
 	ev.To = s.to
+	// One mail delivered in several transactions (a queue per recipient,
+	// the rest after MaxRecipients) is one message per recipient set: the
+	// recipients are part of its id.
+	rcpt := slices.Clone(s.to)
+	slices.Sort(rcpt)
+	ev.ID += " to " + strings.Join(rcpt, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := s.b.In.Dispatch(ctx, ev); err != nil {
 		if status, _, _, msg, refused := tunnel.Refusal(err); refused {
-			if status == http.StatusConflict { // the same mail again, after all
+			if status == http.StatusConflict {
+				// Its Message-ID was stored with other content: a sender
+				// that reuses Message-IDs. The first mail stands.
+				s.logger().Warn("email: a Message-ID came again with other content; keeping the first", "message_id", ev.ID, "err", err)
 				return nil
 			}
 			return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "refused: " + msg}
@@ -110,7 +124,7 @@ func (s *session) logger() *slog.Logger {
 type Attachment struct {
 	Filename    string `json:"filename,omitempty"`
 	ContentType string `json:"content_type"`
-	Size        int    `json:"size"`
+	Size        int64  `json:"size"`
 }
 
 // Machine is the machine content of a mail's message.
@@ -118,89 +132,184 @@ type Machine struct {
 	Email struct {
 		MessageID   string       `json:"message_id"`
 		From        string       `json:"from"`
+		ReturnPath  string       `json:"return_path,omitempty"`
 		Subject     string       `json:"subject,omitempty"`
 		InReplyTo   []string     `json:"in_reply_to,omitempty"`
 		Attachments []Attachment `json:"attachments,omitempty"`
-		HTMLOnly    bool         `json:"html_only,omitempty"`
+		// MoreAttachments counts the parts not listed (past maxListed).
+		MoreAttachments int  `json:"more_attachments,omitempty"`
+		HTMLOnly        bool `json:"html_only,omitempty"`
+		// Automatic marks a bounce or an auto-reply: it reaches the agent,
+		// but its sender is not made answerable (that is how mail loops).
+		Automatic bool `json:"automatic,omitempty"`
 	} `json:"email"`
 }
 
-// Event reads a mail: its Message-ID is the event's id (a mail without one
-// gets the hash of its bytes), the envelope sender (else From) the sender,
-// the Subject its title, the first text/plain part its text (an HTML-only
-// mail's HTML, marked), and the other parts are listed in machine content.
-func Event(raw []byte, envelopeFrom string) (*tunnel.Event, error) {
+// Bounds on what a mail may put into its message, so that it fits
+// msgcenter's (1 MiB by default) with room: text and subject are measured
+// as JSON escapes them.
+const (
+	maxTextJSON    = 256 << 10
+	maxSubject     = 998
+	maxListed      = 50
+	maxInReplyTo   = 10
+	maxHeaderValue = 998
+)
+
+// Event reads a mail (envelopeFrom is the envelope sender, "<>" for a
+// bounce's, "" when unknown): its Message-ID is the event's id (a mail without one
+// gets a hash of its content, trace headers left out), its From the
+// sender (the envelope sender only when there is no From: that is a
+// bounce address), Reply-To (else From) where answers go, the Subject its
+// title, the first text/plain part its text (an HTML-only mail's HTML,
+// marked), and its other parts are listed in machine content. A bounce or
+// an auto-reply is marked automatic and not made answerable.
+func Event(raw []byte, envelopeFrom string) (ev *tunnel.Event, err error) {
 	mr, err := mail.CreateReader(bytes.NewReader(raw))
-	if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
+	if mr == nil { // go-message gives no reader for an encoding it does not know
+		if err == nil {
+			err = errors.New("unreadable mail")
+		}
 		return nil, err
 	}
 	h := mr.Header
 	var m Machine
 	m.Email.MessageID, _ = h.MessageID()
-	if m.Email.MessageID == "" {
-		m.Email.MessageID = "sha256:" + strings.TrimPrefix(msgmessage.IDOf(raw), "cymsg:")
+	bounce := envelopeFrom == nullSender
+	if bounce {
+		envelopeFrom = ""
 	}
-	from := envelopeFrom
+	m.Email.ReturnPath = envelopeFrom
+	author := ""
 	if addrs, err := h.AddressList("From"); err == nil && len(addrs) > 0 {
 		m.Email.From = addrs[0].Address
-		if from == "" {
-			from = strings.ToLower(addrs[0].Address)
-		}
+		author = strings.ToLower(addrs[0].Address)
 	}
-	if from == "" {
-		return nil, errors.New("no sender (neither MAIL FROM nor From)")
+	if author == "" {
+		author = envelopeFrom
+	}
+	if author == "" {
+		return nil, errors.New("no sender (neither From nor MAIL FROM)")
+	}
+	replyTo := author
+	if addrs, err := h.AddressList("Reply-To"); err == nil && len(addrs) > 0 && addrs[0].Address != "" {
+		replyTo = strings.ToLower(addrs[0].Address)
 	}
 	m.Email.Subject, _ = h.Subject()
-	m.Email.InReplyTo, _ = h.MsgIDList("In-Reply-To")
-	var text, html string
-	for {
-		p, err := mr.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			if message.IsUnknownCharset(err) || message.IsUnknownEncoding(err) {
-				continue
-			}
-			return nil, err
-		}
-		body, err := io.ReadAll(io.LimitReader(p.Body, 64<<20))
-		if err != nil {
-			return nil, err
-		}
-		switch ph := p.Header.(type) {
-		case *mail.InlineHeader:
-			ct, _, _ := ph.ContentType()
-			switch {
-			case ct == "text/plain" && text == "":
-				text = string(body)
-				continue
-			case ct == "text/html" && html == "":
-				html = string(body)
-				continue
-			}
-			m.Email.Attachments = append(m.Email.Attachments, Attachment{ContentType: ct, Size: len(body)})
-		case *mail.AttachmentHeader:
-			ct, _, _ := ph.ContentType()
-			name, _ := ph.Filename()
-			m.Email.Attachments = append(m.Email.Attachments, Attachment{Filename: name, ContentType: ct, Size: len(body)})
-		}
+	m.Email.Subject = cutRunes(m.Email.Subject, maxSubject)
+	if ids, _ := h.MsgIDList("In-Reply-To"); len(ids) > 0 {
+		m.Email.InReplyTo = ids[:min(len(ids), maxInReplyTo)]
 	}
+	ct, _, _ := h.ContentType()
+	auto := strings.ToLower(strings.TrimSpace(h.Get("Auto-Submitted")))
+	m.Email.Automatic = bounce || strings.TrimSpace(h.Get("Return-Path")) == nullSender ||
+		(auto != "" && auto != "no") || ct == "multipart/report" ||
+		strings.HasPrefix(strings.ToLower(author), "mailer-daemon@") || strings.HasPrefix(strings.ToLower(author), "postmaster@")
+	text, html := readParts(mr, &m)
 	format := ""
 	if text == "" && html != "" {
 		text, format, m.Email.HTMLOnly = html, "text/html", true
 	}
-	if len(text) > maxText {
-		text = strings.ToValidUTF8(text[:maxText], "") + "\n[… cut: the mail's text is longer]"
+	text = cutJSON(strings.ToValidUTF8(text, "\uFFFD"), maxTextJSON)
+	if m.Email.MessageID == "" {
+		m.Email.MessageID = "sha256:" + strings.TrimPrefix(msgmessage.IDOf([]byte(strings.Join([]string{
+			author, h.Get("Date"), h.Get("Subject"), h.Get("To"), text}, "\x00"))), "cymsg:")
 	}
+	m.Email.MessageID = cutRunes(m.Email.MessageID, maxHeaderValue)
 	machine, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	ev := &tunnel.Event{ID: m.Email.MessageID, From: tunnel.SenderDID(Platform, from), Address: from,
-		Title: m.Email.Subject, Text: strings.ToValidUTF8(text, "\uFFFD"), Format: format, Machine: machine}
-	if d, err := h.Date(); err == nil && !d.IsZero() && d.Unix() > 0 {
+	ev = &tunnel.Event{ID: m.Email.MessageID, From: SenderDID(author), Address: replyTo,
+		NoReplyRoute: m.Email.Automatic, Title: m.Email.Subject, Text: text, Format: format, Machine: machine}
+	if d, err := h.Date(); err == nil && d.Unix() > 0 && d.Year() < 10000 {
 		ev.At = d
 	}
 	return ev, nil
+}
+
+// readParts walks a mail's parts: the first text/plain and text/html are
+// its text, the others are listed. A damaged part ends the walk (what was
+// read stands); a part in a charset go-message does not know is read as
+// it is.
+func readParts(mr *mail.Reader, m *Machine) (text, html string) {
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF || p == nil {
+			return text, html
+		}
+		if err != nil && !message.IsUnknownCharset(err) {
+			return text, html
+		}
+		var ct, name string
+		inline := false
+		switch ph := p.Header.(type) {
+		case *mail.InlineHeader:
+			ct, _, _ = ph.ContentType()
+			inline = true
+		case *mail.AttachmentHeader:
+			ct, _, _ = ph.ContentType()
+			name, _ = ph.Filename()
+		}
+		if inline && ((ct == "text/plain" && text == "") || (ct == "text/html" && html == "")) {
+			body, _ := io.ReadAll(io.LimitReader(p.Body, 4*maxTextJSON))
+			if ct == "text/plain" {
+				text = string(body)
+			} else {
+				html = string(body)
+			}
+			continue
+		}
+		n, _ := io.Copy(io.Discard, p.Body) // a part not kept: its size, whatever its encoding's damage
+		if len(m.Email.Attachments) < maxListed {
+			m.Email.Attachments = append(m.Email.Attachments, Attachment{Filename: cutRunes(name, 255), ContentType: ct, Size: n})
+		} else {
+			m.Email.MoreAttachments++
+		}
+	}
+}
+
+// SenderDID is the DID of a mail address: did:email:<address>, the
+// address's characters a DID cannot hold escaped.
+func SenderDID(addr string) string {
+	var b strings.Builder
+	b.WriteString("did:" + Platform + ":")
+	for _, r := range strings.ToLower(addr) {
+		if r > ' ' && r < 0x7f && r != '%' {
+			b.WriteRune(r)
+			continue
+		}
+		for _, c := range []byte(string(r)) {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// cutRunes keeps at most n runes of s.
+func cutRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
+}
+
+// cutJSON keeps as much of s as JSON-encodes (and canonicalizes) to at
+// most n bytes, with a note when it cut.
+func cutJSON(s string, n int) string {
+	size := 0
+	for i, r := range s {
+		switch {
+		case r == '<' || r == '>' || r == '&' || r < 0x20 || r == 0x2028 || r == 0x2029:
+			size += 6
+		case r == '"' || r == '\\':
+			size += 2
+		default:
+			size += utf8.RuneLen(r)
+		}
+		if size > n {
+			return s[:i] + "\n[… cut: the mail's text is longer]"
+		}
+	}
+	return s
 }

@@ -67,6 +67,7 @@ func (s *Sender) compose(d *tunnel.Delivery, from, to string) ([]byte, string, e
 	subject := d.Msg.Content.Title
 	if subject == "" {
 		subject, _, _ = strings.Cut(strings.TrimSpace(d.Msg.Content.Content), "\n")
+		subject = strings.TrimSpace(subject)
 		if r := []rune(subject); len(r) > 78 {
 			subject = string(r[:77]) + "…"
 		}
@@ -78,6 +79,10 @@ func (s *Sender) compose(d *tunnel.Delivery, from, to string) ([]byte, string, e
 	}
 	id := strings.TrimPrefix(d.Record.RecordID, "cyrec:") + "@" + host
 	h.SetMessageID(id)
+	// An agent's answer is an automatic reply (RFC 3834): vacation
+	// responders and the like do not answer it, which keeps two machines
+	// from mailing each other for ever.
+	h.Set("Auto-Submitted", "auto-replied")
 	h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
 	var buf bytes.Buffer
 	w, err := gomail.CreateSingleInlineWriter(&buf, h)
@@ -147,7 +152,10 @@ func (s *Sender) deliver(ctx context.Context, from, to string, body []byte) erro
 	if err := w.Close(); err != nil {
 		return err
 	}
-	return c.Quit()
+	// The relay took the mail (its reply to DATA): what QUIT says no
+	// longer matters, and a failure now would send the mail again.
+	_ = c.Quit()
+	return nil
 }
 
 // classify reads an SMTP reply: 4xx is retried, 5xx is not; anything else
@@ -160,7 +168,11 @@ func classify(err error) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
 		code := fmt.Sprintf("smtp_%d", se.Code)
-		if se.Code >= 500 {
+		// Refused credentials or a sender the login may not use is the
+		// tunnel's configuration, not the message: retried until fixed.
+		auth := se.Code == 530 || se.Code == 534 || se.Code == 535 || se.Code == 538 ||
+			(se.EnhancedCode[0] == 5 && se.EnhancedCode[1] == 7 && (se.EnhancedCode[2] == 8 || se.EnhancedCode[2] == 0))
+		if se.Code >= 500 && !auth {
 			return tunnel.Permanent(code, se.Message)
 		}
 		return tunnel.Retry(code, se.Message, 0)
