@@ -191,7 +191,6 @@ func TestTelegramTunnel(t *testing.T) {
 	tun.stop(t)
 }
 
-
 var slackEventsRE = regexp.MustCompile(`events to (http://\S+)`)
 
 // The Slack tunnel as a user runs it, against a stand-in for Slack's Web
