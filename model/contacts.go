@@ -119,6 +119,11 @@ const (
 	EventTokenCreated = "token.created"
 	EventTokenRevoked = "token.revoked"
 
+	// A reader's receipt for a message stored or changed (set_read_state);
+	// the owner is the group when the receipt names one, else the reader;
+	// msg_id names the message, the detail the reader and the status.
+	EventReceiptSet = "receipt.set"
+
 	// Aggregation (store.Mail); the owner is the tunnel that dispatched
 	// the parts. mail.flushed names the Mail in msg_id, mail.part_added
 	// the part.
@@ -133,7 +138,7 @@ var EventTypes = []string{EventRecordCreated, EventRecordState, EventRecordClaim
 	EventRecordDead, EventLeaseExpired, EventLeaseExtended, EventRecordDelivered, EventRecordRedriven,
 	EventMsgScheduled, EventMsgCancelled, EventMsgDropped, EventConsumerCreated, EventConsumerDeleted, EventPurged,
 	EventGroupSet, EventBlocked, EventUnblocked, EventRoutesSet, EventTokenCreated, EventTokenRevoked,
-	EventMailPartAdded, EventMailFlushed, EventMailDropped}
+	EventReceiptSet, EventMailPartAdded, EventMailFlushed, EventMailDropped}
 
 // Role is what a token may do.
 type Role string

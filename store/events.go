@@ -6,7 +6,7 @@ import (
 	"github.com/msgcenter/msgcenter/model"
 )
 
-// The events of changes to contacts and tokens. Each driver writes one in
+// The events of changes to contacts, tokens and read receipts. Each driver writes one in
 // the transaction of its change, and only when something changed (a block
 // already there, or a token registered again, is none); the record and
 // message events come from plans and updates instead.
@@ -38,4 +38,17 @@ func RoutesSetEvent(did string, n int, atMS int64) model.Event {
 // TokenEvent is a token made or revoked (typ), by its id, never its hash.
 func TokenEvent(typ string, hash string, id model.Identity, atMS int64) model.Event {
 	return model.Event{Type: typ, Owner: id.DID, AtMS: atMS, Detail: fmt.Sprintf("token_id: %s, role: %s", model.TokenID(hash), id.Role)}
+}
+
+// ReceiptEvent is r stored, new or changed.
+func ReceiptEvent(r model.Receipt) model.Event {
+	owner := r.GroupID
+	if owner == "" {
+		owner = r.Reader
+	}
+	detail := fmt.Sprintf("reader: %s, status: %s", r.Reader, r.Status)
+	if r.Reason != "" {
+		detail += ", reason: " + r.Reason
+	}
+	return model.Event{Type: model.EventReceiptSet, Owner: owner, MsgID: r.MsgID, AtMS: r.AtMS, Detail: detail}
 }

@@ -28,9 +28,16 @@ func scanReceipt(row pgx.Row) (model.Receipt, error) {
 // same receipt is harmless and a correction at the same millisecond lands.
 func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error) {
 	var out model.Receipt
-	err := retry(ctx, s.log, func() error {
-		var err error
-		out, err = scanReceipt(s.pool.QueryRow(ctx, `INSERT INTO receipts (`+receiptCols+`)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// The row lock orders concurrent receipts of one reader, so each
+		// sees the one before it and the change, if any, is its own.
+		old, err := scanReceipt(tx.QueryRow(ctx,
+			"SELECT "+receiptCols+" FROM receipts WHERE msg_id = $1 AND reader = $2 FOR UPDATE", r.MsgID, r.Reader))
+		had := err == nil
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		out, err = scanReceipt(tx.QueryRow(ctx, `INSERT INTO receipts (`+receiptCols+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (msg_id, reader) DO UPDATE SET
 				iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
@@ -38,14 +45,19 @@ func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt,
 			WHERE excluded.at_ms >= receipts.at_ms
 			RETURNING `+receiptCols,
 			r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason))
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(err, pgx.ErrNoRows) {
+			out = old // an older receipt: the stored one stands
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		// A later receipt is stored. Read it with a new statement: the
-		// insert's snapshot may predate it, if it was committed while we
-		// waited for its row lock.
-		out, err = scanReceipt(s.pool.QueryRow(ctx,
-			"SELECT "+receiptCols+" FROM receipts WHERE msg_id = $1 AND reader = $2", r.MsgID, r.Reader))
+		if had && old == out {
+			return nil
+		}
+		e := store.ReceiptEvent(out)
+		_, err = tx.Exec(ctx, "INSERT INTO events (type, owner, msg_id, at_ms, detail) VALUES ($1, $2, $3, $4, $5)",
+			e.Type, e.Owner, e.MsgID, e.AtMS, e.Detail)
 		return err
 	})
 	if err != nil {

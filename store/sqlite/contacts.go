@@ -261,7 +261,7 @@ func (s *Store) ListBlocks(ctx context.Context, owner string, limit int) ([]mode
 // and the others) in its transaction.
 func insertEvent(ctx context.Context, tx *sql.Tx, e model.Event) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
-		VALUES (?, ?, '', '', '', '', '', ?, ?)`, e.Type, e.Owner, e.AtMS, e.Detail); err != nil {
+		VALUES (?, ?, '', '', ?, '', '', ?, ?)`, e.Type, e.Owner, e.MsgID, e.AtMS, e.Detail); err != nil {
 		return fmt.Errorf("sqlite: event %s: %w", e.Type, err)
 	}
 	return nil

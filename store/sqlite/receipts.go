@@ -28,16 +28,23 @@ func scanReceipt(sc scanner) (model.Receipt, error) {
 func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error) {
 	var out model.Receipt
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.StmtContext(ctx, s.st.putReceipt).ExecContext(ctx,
-			r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason)
-		if err != nil {
+		get := tx.StmtContext(ctx, s.st.getReceiptW)
+		old, err := scanReceipt(get.QueryRowContext(ctx, r.MsgID, r.Reader))
+		had := err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("sqlite: put receipt: %w", err)
 		}
-		out, err = scanReceipt(tx.StmtContext(ctx, s.st.getReceiptW).QueryRowContext(ctx, r.MsgID, r.Reader))
-		if err != nil {
+		if _, err := tx.StmtContext(ctx, s.st.putReceipt).ExecContext(ctx,
+			r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason); err != nil {
 			return fmt.Errorf("sqlite: put receipt: %w", err)
 		}
-		return nil
+		if out, err = scanReceipt(get.QueryRowContext(ctx, r.MsgID, r.Reader)); err != nil {
+			return fmt.Errorf("sqlite: put receipt: %w", err)
+		}
+		if had && old == out {
+			return nil // the same receipt again, or an older one: no change, no event
+		}
+		return insertEvent(ctx, tx, store.ReceiptEvent(out))
 	})
 	return out, err
 }

@@ -16,6 +16,7 @@ func receiptTests() []testCase {
 		{"LatestWins", testReceiptLatestWins},
 		{"SameTimeReplaces", testReceiptSameTime},
 		{"ListFilters", testListReceipts},
+		{"Events", testReceiptEvents},
 	}
 }
 
@@ -377,5 +378,39 @@ func testContactEvents(t *testing.T, s store.Store) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("events\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// A receipt stored or changed is an event of its group (else of its
+// reader) naming the message; the same receipt again, or an older one,
+// is none.
+func testReceiptEvents(t *testing.T, s store.Store) {
+	m := msgID("receipt-events")
+	events := func(owner string) []string {
+		var out []string
+		for _, e := range allEvents(t, s, owner) {
+			if e.Type == model.EventReceiptSet && e.MsgID == m {
+				out = append(out, e.Detail)
+			}
+		}
+		return out
+	}
+	reading := model.Receipt{MsgID: m, Iss: grp, Reader: alice, GroupID: grp, AtMS: base + 1_000, Status: model.ReceiptReading}
+	mustPutReceipt(t, s, reading, reading)
+	mustPutReceipt(t, s, reading, reading)
+	older := reading
+	older.AtMS, older.Status = base+500, model.ReceiptUnread
+	mustPutReceipt(t, s, older, reading)
+	read := reading
+	read.AtMS, read.Status, read.Reason = base+2_000, model.ReceiptReaded, "opened"
+	mustPutReceipt(t, s, read, read)
+	want := []string{"reader: " + alice + ", status: READING", "reader: " + alice + ", status: READED, reason: opened"}
+	if got := events(grp); !slices.Equal(got, want) {
+		t.Fatalf("receipt events of %s: %q, want %q", grp, got, want)
+	}
+	direct := model.Receipt{MsgID: m, Iss: bob, Reader: bob, AtMS: base + 3_000, Status: model.ReceiptAccepted}
+	mustPutReceipt(t, s, direct, direct)
+	if got := events(bob); len(got) != 1 || got[0] != "reader: "+bob+", status: ACCEPTED" {
+		t.Fatalf("receipt events of reader %s: %q", bob, got)
 	}
 }
