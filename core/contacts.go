@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/msgcenter/msgcenter/message"
@@ -334,6 +335,30 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 	}
 	return s.st.PutReceipt(ctx, model.Receipt{MsgID: req.MsgID, Iss: who.DID, Reader: req.ReaderDID,
 		GroupID: group, AtMS: at, Status: req.Status, Reason: req.Reason})
+}
+
+// memberReceipt records a group member's read of a group message
+// delivered to its INBOX (DeliverToMembers): acknowledging the record is
+// reading it, and the group's receipts then show it as they show the
+// reads of a GROUP_INBOX message. It is written after the record's change,
+// not with it: a crash in between loses the receipt, not the ack, and a
+// receipt the member sets itself wins when it is newer.
+func (s *Service) memberReceipt(ctx context.Context, rec model.Record) {
+	if rec.BoxKind != model.Inbox {
+		return
+	}
+	for _, tag := range rec.Tags {
+		group, ok := strings.CutPrefix(tag, "group:")
+		if !ok {
+			continue
+		}
+		_, err := s.st.PutReceipt(ctx, model.Receipt{MsgID: rec.MsgID, Iss: rec.Owner, Reader: rec.Owner,
+			GroupID: group, AtMS: rec.UpdatedAtMS, Status: model.ReceiptReaded})
+		if err != nil {
+			s.log.Warn("could not record a member's read receipt", "record_id", rec.RecordID, "err", err)
+		}
+		return
+	}
 }
 
 // ListReceipts is list_read_receipts by message, group or reader. Agents

@@ -60,6 +60,9 @@ func (s *Service) update(ctx context.Context, u *store.Update, next *nextCall) (
 		} else {
 			s.notify.Updated(rec.Owner, rec.BoxKind)
 		}
+		if u.To == model.Readed && u.From != model.Readed {
+			s.memberReceipt(ctx, rec)
+		}
 		return rec, nil
 	}
 	if !errors.Is(err, model.ErrConflict) {
