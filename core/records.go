@@ -350,7 +350,11 @@ func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, re
 		d.LastError = code + ": " + msg
 	}
 	u := &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID, NowMS: now, EventType: eventType}
-	if retryable && d.Attempts < s.cfg.MaxAttempts {
+	limit := s.cfg.MaxAttempts
+	if rec.BoxKind == model.TunnelOutbox {
+		limit = s.cfg.TunnelMaxAttempts
+	}
+	if retryable && d.Attempts < limit {
 		wait := max(s.backoff(d.Attempts), time.Duration(retryAfterMS)*time.Millisecond)
 		d.NextRetryAtMS = now + wait.Milliseconds()
 		u.To, u.VisibleAtMS = model.ClaimableState(rec.BoxKind), d.NextRetryAtMS

@@ -26,6 +26,10 @@ type Config struct {
 	MaxLease time.Duration
 	// MaxAttempts is how many failed attempts make a record DEAD (default 3).
 	MaxAttempts int
+	// TunnelMaxAttempts is MaxAttempts for TUNNEL_OUTBOX records (default:
+	// MaxAttempts): the far side of a tunnel (a mail relay that greylists,
+	// a rate-limited chat API) is often away longer than a few seconds.
+	TunnelMaxAttempts int
 	// BackoffBase and BackoffMax shape the retry delay: base·2^(n-1),
 	// capped (defaults 1 s and 5 min).
 	BackoffBase time.Duration
@@ -66,6 +70,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 3
+	}
+	if c.TunnelMaxAttempts <= 0 {
+		c.TunnelMaxAttempts = c.MaxAttempts
 	}
 	if c.BackoffBase <= 0 {
 		c.BackoffBase = time.Second

@@ -16,7 +16,8 @@ func newServeCmd(g *globals) *cobra.Command {
 	var (
 		listen, durability, logLevel, logFormat string
 		storeKind, postgresURL                  string
-		maxAttempts, maxMessageBytes            int
+		maxAttempts, tunnelMaxAttempts          int
+		maxMessageBytes                         int
 		defaultLease                            time.Duration
 		mailWindow, mailMaxWait                 time.Duration
 		mailMaxParts                            int
@@ -44,7 +45,7 @@ keys are kept as long as the longest period. For example:
   msgcenter serve --retention INBOX=90d,CONSUMER=1d,TUNNEL_OUTBOX=off --retention-events 7d`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flagsFromEnv(cmd, g, "durability", "max-attempts", "max-message-bytes", "default-lease", "log-level", "log-format",
+			if err := flagsFromEnv(cmd, g, "durability", "max-attempts", "tunnel-max-attempts", "max-message-bytes", "default-lease", "log-level", "log-format",
 				"mail-window", "mail-max-wait", "mail-max-parts"); err != nil {
 				return err
 			}
@@ -58,8 +59,8 @@ keys are kept as long as the longest period. For example:
 			if err != nil {
 				return err
 			}
-			if maxAttempts < 1 {
-				return usagef("--max-attempts must be at least 1")
+			if maxAttempts < 1 || tunnelMaxAttempts < 1 {
+				return usagef("--max-attempts and --tunnel-max-attempts must be at least 1")
 			}
 			if maxMessageBytes < 1024 {
 				return usagef("--max-message-bytes must be at least 1024")
@@ -87,7 +88,7 @@ keys are kept as long as the longest period. For example:
 				PostgresURL: postgresURL,
 				Durability:  durability,
 				Logger:      log,
-				Core: core.Config{MaxAttempts: maxAttempts, MaxMessageBytes: maxMessageBytes,
+				Core: core.Config{MaxAttempts: maxAttempts, TunnelMaxAttempts: tunnelMaxAttempts, MaxMessageBytes: maxMessageBytes,
 					DefaultLease: defaultLease, Retention: ret,
 					MailWindow: mailWindow, MailMaxWait: mailMaxWait, MailMaxParts: mailMaxParts},
 			})
@@ -98,6 +99,7 @@ keys are kept as long as the longest period. For example:
 	addStoreFlags(cmd, &storeKind, &postgresURL)
 	f.StringVar(&durability, "durability", "normal", "normal: survives a process crash; full: also an OS crash (fsync per commit) (env MSGCENTER_DURABILITY)")
 	f.IntVar(&maxAttempts, "max-attempts", 3, "failed attempts after which a record is DEAD (env MSGCENTER_MAX_ATTEMPTS)")
+	f.IntVar(&tunnelMaxAttempts, "tunnel-max-attempts", 10, "the same for TUNNEL_OUTBOX records: with the backoff, about 8 min of a far side being away (env MSGCENTER_TUNNEL_MAX_ATTEMPTS)")
 	f.IntVar(&maxMessageBytes, "max-message-bytes", 1<<20, "largest accepted message (canonical JSON bytes) (env MSGCENTER_MAX_MESSAGE_BYTES)")
 	f.DurationVar(&defaultLease, "default-lease", 300*time.Second, "lease of a claim that names none (env MSGCENTER_DEFAULT_LEASE)")
 	f.DurationVar(&mailWindow, "mail-window", 5*time.Second, "an aggregated burst ends after this long without a part (dispatch's aggregate.window_ms overrides) (env MSGCENTER_MAIL_WINDOW)")
