@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"os/exec"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/msgcenter/msgcenter/model"
 )
 
 // tunnelProc is a `msgcenter tunnel …` process a test runs.
@@ -73,5 +76,28 @@ func (p *tunnelProc) stop(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatalf("tunnel still running 15s after SIGTERM\n%s", p.logs.String())
+	}
+}
+
+// A tunnel started with another tunnel's token, or with a --to that is no
+// DID, says so at once instead of refusing every message later.
+func TestTunnelChecksItsSetupAtStart(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	ctx := testCtx(t, time.Minute)
+	other := mustToken(ctx, t, srv.Client(), "did:tunnel:other", model.RoleTunnel)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--did", "did:tunnel:hook"}, "may not read boxes of did:tunnel:hook"},
+		{[]string{"--did", "did:tunnel:other", "--to", "notadid"}, "is not a DID"},
+	} {
+		cmd := exec.CommandContext(ctx, binPath, append([]string{"tunnel", "webhook", "--listen", "127.0.0.1:0", "--no-outbound"}, c.args...)...)
+		cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+other, "MSGCENTER_WEBHOOK_SECRET=0123456789abcdef0123")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Fatalf("tunnel webhook %v: %v\n%s\nwant an error saying %q", c.args, err, out, c.want)
+		}
 	}
 }

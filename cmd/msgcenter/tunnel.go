@@ -16,6 +16,7 @@ import (
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/tunnel"
+	"github.com/msgcenter/msgcenter/wire"
 )
 
 func newTunnelCmd(g *globals) *cobra.Command {
@@ -66,6 +67,9 @@ func (f *tunnelFlags) check() ([]string, error) {
 	for _, d := range to {
 		if err := message.CheckDID("to", d, true); err != nil {
 			return nil, usagef("--to %q: %s", d, fieldMsg(err))
+		}
+		if !strings.HasPrefix(d, "did:") {
+			return nil, usagef("--to %q is not a DID; give the agents', like did:agent:helper", d)
 		}
 	}
 	switch {
@@ -121,7 +125,8 @@ func runTunnel(cmd *cobra.Command, g *globals, f *tunnelFlags, to []string, plat
 	}
 	// The token must be the tunnel's (or an admin's): found out now, not
 	// by the outside system through answers it cannot act on.
-	if _, err := c.GetRoutes(ctx, f.did); err != nil {
+	peek := false
+	if _, err := c.Next(ctx, f.did, model.TunnelOutbox, &wire.NextRequest{LockOnTake: &peek, WithObject: &peek}); err != nil {
 		if errors.Is(err, model.ErrForbidden) {
 			return fmt.Errorf("the token is not %s's (nor an admin's): create one with msgcenter token create --did %s --role tunnel: %w", f.did, f.did, err)
 		}

@@ -273,3 +273,21 @@ func TestNoMessageIDIgnoresTraceHeaders(t *testing.T) {
 		t.Fatalf("one mail, two ids: %s, %s", a.ID, b.ID)
 	}
 }
+
+// A list's mail (List-Id, Precedence: bulk) is automatic: its sender is
+// not made answerable. Line ends come as the message's (LF).
+func TestListMailAndLineEnds(t *testing.T) {
+	t.Parallel()
+	for _, hdr := range []string{"List-Id: <news.example.com>\r\n", "Precedence: bulk\r\n"} {
+		ev, err := email.Event([]byte("From: news@example.com\r\nMessage-ID: <n@x>\r\n"+hdr+"\r\nline one\r\nline two\r\n"), "news@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ev.NoReplyRoute {
+			t.Fatalf("%q: a list's mail made its sender answerable", hdr)
+		}
+		if ev.Text != "line one\nline two\n" {
+			t.Fatalf("text %q", ev.Text)
+		}
+	}
+}

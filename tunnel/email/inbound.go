@@ -162,8 +162,9 @@ const (
 // sender (the envelope sender only when there is no From: that is a
 // bounce address), Reply-To (else From) where answers go, the Subject its
 // title, the first text/plain part its text (an HTML-only mail's HTML,
-// marked), and its other parts are listed in machine content. A bounce or
-// an auto-reply is marked automatic and not made answerable.
+// marked), and its other parts are listed in machine content. A bounce,
+// an auto-reply or a list's mail is marked automatic and not made
+// answerable.
 func Event(raw []byte, envelopeFrom string) (ev *tunnel.Event, err error) {
 	mr, err := mail.CreateReader(bytes.NewReader(raw))
 	if mr == nil { // go-message gives no reader for an encoding it does not know
@@ -202,14 +203,16 @@ func Event(raw []byte, envelopeFrom string) (ev *tunnel.Event, err error) {
 	}
 	ct, _, _ := h.ContentType()
 	auto := strings.ToLower(strings.TrimSpace(h.Get("Auto-Submitted")))
+	prec := strings.ToLower(strings.TrimSpace(h.Get("Precedence")))
 	m.Email.Automatic = bounce || strings.TrimSpace(h.Get("Return-Path")) == nullSender ||
-		(auto != "" && auto != "no") || ct == "multipart/report" ||
+		(auto != "" && auto != "no") || prec == "bulk" || prec == "list" || prec == "junk" || h.Get("List-Id") != "" || ct == "multipart/report" ||
 		strings.HasPrefix(strings.ToLower(author), "mailer-daemon@") || strings.HasPrefix(strings.ToLower(author), "postmaster@")
 	text, html := readParts(mr, &m)
 	format := ""
 	if text == "" && html != "" {
 		text, format, m.Email.HTMLOnly = html, "text/html", true
 	}
+	text = strings.ReplaceAll(text, "\r\n", "\n") // mail's line ends are CRLF; messages' are LF
 	text = cutJSON(strings.ToValidUTF8(text, "\uFFFD"), maxTextJSON)
 	if m.Email.MessageID == "" {
 		m.Email.MessageID = "sha256:" + strings.TrimPrefix(msgmessage.IDOf([]byte(strings.Join([]string{

@@ -34,6 +34,10 @@ type Sender struct {
 	// TLSConfig is used for STARTTLS and implicit TLS (default: verify the
 	// relay's certificate for its host name).
 	TLSConfig *tls.Config
+	// HelloName is this host's name in EHLO with TLS "tls" or "none"
+	// (default "localhost", which some relays refuse); STARTTLS says
+	// localhost.
+	HelloName string
 }
 
 // Send mails one delivery. Its Message-ID follows from the record, the
@@ -120,14 +124,24 @@ func (s *Sender) deliver(ctx context.Context, from, to string, body []byte) erro
 	defer stop()
 	var c *smtp.Client
 	switch s.TLS {
-	case "tls":
-		c = smtp.NewClient(tls.Client(conn, cfg))
-	case "none":
-		c = smtp.NewClient(conn)
+	case "tls", "none":
+		if s.TLS == "tls" {
+			c = smtp.NewClient(tls.Client(conn, cfg))
+		} else {
+			c = smtp.NewClient(conn)
+		}
+		if s.HelloName != "" {
+			if err := c.Hello(s.HelloName); err != nil {
+				c.Close()
+				return err
+			}
+		}
 	default:
+		// go-smtp v0.25 says EHLO localhost before STARTTLS, whatever
+		// HelloName is: it has no other way to start TLS.
 		if c, err = smtp.NewClientStartTLS(conn, cfg); err != nil {
 			conn.Close()
-			return err
+			return fmt.Errorf("STARTTLS with the relay: %w", err)
 		}
 	}
 	defer c.Close()

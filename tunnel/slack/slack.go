@@ -89,7 +89,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK) // app_rate_limited and what may come: nothing to store
 		return
 	}
-	te := Event(ev.TeamID, ev.InnerEvent)
+	var outer struct {
+		Event json.RawMessage `json:"event"`
+	}
+	_ = json.Unmarshal(body, &outer) // it parsed above
+	te := Event(ev.TeamID, ev.InnerEvent, outer.Event)
 	if te == nil {
 		w.WriteHeader(http.StatusOK) // edits, bots, joins: not a person's message
 		return
@@ -121,19 +125,21 @@ func (h *Handler) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// Event makes an Events API inner event a person's message, or nil: only
-// new messages (plain, file shares, thread broadcasts) and app mentions by
-// a user count, not edits, deletions, joins or bots' messages.
-func Event(team string, in slackevents.EventsAPIInnerEvent) *tunnel.Event {
+// Event makes an Events API inner event (parsed, and raw as Slack sent
+// it) a person's message, or nil: only new messages (plain, /me, file
+// shares, thread broadcasts) and app mentions by a user count, not edits,
+// deletions, joins or bots' messages. The raw event is the machine
+// content, so files and blocks reach the agent as Slack sent them.
+func Event(team string, in slackevents.EventsAPIInnerEvent, raw json.RawMessage) *tunnel.Event {
 	var user, text, channel, ts string
 	switch m := in.Data.(type) {
 	case *slackevents.MessageEvent:
 		switch m.SubType {
-		case "", "file_share", "thread_broadcast":
+		case "", "me_message", "file_share", "thread_broadcast":
 		default:
 			return nil
 		}
-		if m.BotID != "" {
+		if m.BotID != "" || (strings.TrimSpace(m.Text) == "" && m.SubType != "file_share") {
 			return nil
 		}
 		user, text, channel, ts = m.User, m.Text, m.Channel, m.TimeStamp
@@ -148,11 +154,14 @@ func Event(team string, in slackevents.EventsAPIInnerEvent) *tunnel.Event {
 	if user == "" || channel == "" || ts == "" {
 		return nil
 	}
-	raw, err := json.Marshal(map[string]any{"slack": in.Data})
+	if len(raw) == 0 || !json.Valid(raw) {
+		raw = json.RawMessage("null")
+	}
+	machine, err := json.Marshal(map[string]json.RawMessage{"slack": raw})
 	if err != nil {
 		return nil
 	}
-	ev := &tunnel.Event{ID: ts, From: tunnel.SenderDID(Platform, team+":"+user), ChatID: channel, Text: text, Machine: raw}
+	ev := &tunnel.Event{ID: ts, From: tunnel.SenderDID(Platform, team+":"+user), ChatID: channel, Text: text, Machine: machine}
 	if sec, err := strconv.ParseFloat(ts, 64); err == nil && sec > 0 {
 		ev.At = time.UnixMilli(int64(sec * 1000))
 	}
@@ -195,7 +204,11 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	}
 	text := d.Msg.Content.Content
 	if t := d.Msg.Content.Title; t != "" {
-		text = strings.TrimSpace("*" + t + "*\n" + text)
+		if strings.Contains(t, "*") { // it would break the bold
+			text = strings.TrimSpace(t + "\n" + text)
+		} else {
+			text = strings.TrimSpace("*" + t + "*\n" + text)
+		}
 	}
 	if strings.TrimSpace(text) == "" {
 		return "", tunnel.Permanent("empty", "the message has no text to send")

@@ -86,7 +86,12 @@ func TestInbound(t *testing.T) {
 	if st, body := post(t, h.URL, mention, signingSecret, now); st != 200 {
 		t.Fatalf("mention: %d %s", st, body)
 	}
+	me := callback(`{"type":"message","subtype":"me_message","user":"U7","channel":"C9","ts":"1700000004.000100","text":"waves"}`)
+	if st, body := post(t, h.URL, me, signingSecret, now); st != 200 {
+		t.Fatalf("/me: %d %s", st, body)
+	}
 	for _, ignored := range []string{
+		`{"type":"message","user":"U7","channel":"C9","ts":"1700000005.000100","text":"  "}`,
 		`{"type":"message","subtype":"message_changed","channel":"C9","ts":"1700000001.000100","message":{"type":"message","user":"U7","text":"edited","ts":"1700000000.000100"}}`,
 		`{"type":"message","subtype":"bot_message","bot_id":"B1","channel":"C9","ts":"1700000002.000100","text":"i am a bot"}`,
 		`{"type":"message","subtype":"channel_join","user":"U8","channel":"C9","ts":"1700000003.000100","text":"joined"}`,
@@ -115,8 +120,8 @@ func TestInbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Items) != 1 {
-		t.Fatalf("inbox has %d records, want the one message", len(res.Items))
+	if len(res.Items) != 2 {
+		t.Fatalf("inbox has %d records, want the message and the /me", len(res.Items))
 	}
 	m, err := message.Decode(res.Items[0].Msg)
 	if err != nil {
@@ -124,6 +129,12 @@ func TestInbound(t *testing.T) {
 	}
 	if m.From != "did:slack:T1:U7" || m.Content.Content != "hello from slack" || m.CreatedAtMS != 1_700_000_000_000 {
 		t.Fatalf("message %+v", m)
+	}
+	var machine struct {
+		Slack map[string]any `json:"slack"`
+	}
+	if err := json.Unmarshal(m.Content.Machine, &machine); err != nil || len(machine.Slack) != 6 || machine.Slack["channel_type"] != "channel" {
+		t.Fatalf("machine %s, want Slack's event as it came (six fields), %v", m.Content.Machine, err)
 	}
 	routes, err := srv.Admin.GetRoutes(context.Background(), "did:slack:T1:U7")
 	if err != nil {
