@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store"
 	"github.com/msgcenter/msgcenter/wire"
@@ -478,12 +480,35 @@ func (s *Service) GetRecord(ctx context.Context, who model.Identity, recordID st
 		return nil, err
 	}
 	if err := s.canRead(ctx, who, rec.Owner, rec.BoxKind); err != nil {
-		if errors.Is(err, model.ErrForbidden) {
-			return nil, notVisible()
+		if !errors.Is(err, model.ErrForbidden) {
+			return nil, err
 		}
-		return nil, err
+		if ok, aerr := s.authorOf(ctx, who, rec); aerr != nil || !ok {
+			return nil, cmp.Or(aerr, notVisible())
+		}
 	}
 	return s.withMsg(ctx, rec, withObj)
+}
+
+// authorOf: is who the author of a message rec delivers through a tunnel?
+// The author follows its deliveries (post_send answers their record ids)
+// to see them SENT, or DEAD and why; it reads them, it does not work them.
+func (s *Service) authorOf(ctx context.Context, who model.Identity, rec model.Record) (bool, error) {
+	if rec.BoxKind != model.TunnelOutbox {
+		return false, nil
+	}
+	body, err := s.st.GetMessage(ctx, rec.MsgID)
+	if errors.Is(err, model.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	m, err := message.Decode(body)
+	if err != nil {
+		return false, nil
+	}
+	return m.LogicalSender() == who.DID, nil
 }
 
 // GetMessage returns a message's canonical JSON to anyone holding a record

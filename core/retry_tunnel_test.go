@@ -54,3 +54,22 @@ func TestTunnelMaxAttempts(t *testing.T) {
 		clk.Advance(10 * time.Minute)
 	}
 }
+
+// The author of a message sent through a tunnel may read its delivery's
+// record (to see it SENT, or DEAD and why), not work it; nobody else may.
+func TestAuthorFollowsItsDelivery(t *testing.T) {
+	t.Parallel()
+	s := newService(t, newClock())
+	ctx := context.Background()
+	id := routedSend(t, s)
+	got, err := s.GetRecord(ctx, agent("did:alice"), id, false)
+	if err != nil || got.Record.RecordID != id || got.Record.BoxKind != model.TunnelOutbox {
+		t.Fatalf("the author reading its delivery: %+v, %v", got, err)
+	}
+	if _, err := s.GetRecord(ctx, agent("did:mallory"), id, false); err == nil {
+		t.Fatal("another agent read the delivery")
+	}
+	if _, err := s.SetState(ctx, agent("did:alice"), id, &wire.StateRequest{NewState: model.Sent}); err == nil {
+		t.Fatal("the author changed its delivery's state")
+	}
+}
