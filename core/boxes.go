@@ -486,6 +486,16 @@ func (s *Service) GetRecord(ctx context.Context, who model.Identity, recordID st
 		if ok, aerr := s.authorOf(ctx, who, rec); aerr != nil || !ok {
 			return nil, cmp.Or(aerr, notVisible())
 		}
+		// The author sees how the delivery went, not where it went: the
+		// recipient's address and chat are the tunnel's and the admin's.
+		if rec.Route != nil {
+			rec.Route = &model.Route{TunnelDID: rec.Route.TunnelDID, Platform: rec.Route.Platform, TargetDID: rec.Route.TargetDID}
+		}
+		if rec.Lease != nil {
+			l := *rec.Lease
+			l.ID, l.Holder = "", ""
+			rec.Lease = &l
+		}
 	}
 	return s.withMsg(ctx, rec, withObj)
 }

@@ -334,7 +334,7 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 			time.Duration(at-now)*time.Millisecond, maxReceiptSkew))
 	}
 	return s.st.PutReceipt(ctx, model.Receipt{MsgID: req.MsgID, Iss: who.DID, Reader: req.ReaderDID,
-		GroupID: group, AtMS: at, Status: req.Status, Reason: req.Reason})
+		GroupID: group, AtMS: at, Status: req.Status, Reason: req.Reason}, now)
 }
 
 // memberReceipt records a group member's read of a group message
@@ -352,8 +352,16 @@ func (s *Service) memberReceipt(ctx context.Context, rec model.Record) {
 		if !ok {
 			continue
 		}
-		_, err := s.st.PutReceipt(ctx, model.Receipt{MsgID: rec.MsgID, Iss: rec.Owner, Reader: rec.Owner,
-			GroupID: group, AtMS: rec.UpdatedAtMS, Status: model.ReceiptReaded})
+		// A decision the member set before acking (ACCEPTED, REJECTED,
+		// QUARANTINED, or READED itself, with its reason) stands.
+		have, err := s.st.ListReceipts(ctx, store.ReceiptFilter{MsgID: rec.MsgID, Reader: rec.Owner, Limit: 1})
+		if err == nil && len(have) > 0 && have[0].Status != model.ReceiptUnread && have[0].Status != model.ReceiptReading {
+			return
+		}
+		if err == nil {
+			_, err = s.st.PutReceipt(ctx, model.Receipt{MsgID: rec.MsgID, Iss: rec.Owner, Reader: rec.Owner,
+				GroupID: group, AtMS: rec.UpdatedAtMS, Status: model.ReceiptReaded}, s.nowMS())
+		}
 		if err != nil {
 			s.log.Warn("could not record a member's read receipt", "record_id", rec.RecordID, "err", err)
 		}

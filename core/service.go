@@ -27,7 +27,7 @@ type Config struct {
 	// MaxAttempts is how many failed attempts make a record DEAD (default 3).
 	MaxAttempts int
 	// TunnelMaxAttempts is MaxAttempts for TUNNEL_OUTBOX records (default:
-	// MaxAttempts): the far side of a tunnel (a mail relay that greylists,
+	// MaxAttempts; serve's default is 10): the far side of a tunnel (a mail relay that greylists,
 	// a rate-limited chat API) is often away longer than a few seconds.
 	TunnelMaxAttempts int
 	// BackoffBase and BackoffMax shape the retry delay: base·2^(n-1),

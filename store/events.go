@@ -40,8 +40,9 @@ func TokenEvent(typ string, hash string, id model.Identity, atMS int64) model.Ev
 	return model.Event{Type: typ, Owner: id.DID, AtMS: atMS, Detail: fmt.Sprintf("token_id: %s, role: %s", model.TokenID(hash), id.Role)}
 }
 
-// ReceiptEvent is r stored, new or changed.
-func ReceiptEvent(r model.Receipt) model.Event {
+// ReceiptEvent is r stored, new or changed, at nowMS (not r's own time,
+// which the reader chose: the event log is in the order things happened).
+func ReceiptEvent(r model.Receipt, nowMS int64) model.Event {
 	owner := r.GroupID
 	if owner == "" {
 		owner = r.Reader
@@ -50,5 +51,5 @@ func ReceiptEvent(r model.Receipt) model.Event {
 	if r.Reason != "" {
 		detail += ", reason: " + r.Reason
 	}
-	return model.Event{Type: model.EventReceiptSet, Owner: owner, MsgID: r.MsgID, AtMS: r.AtMS, Detail: detail}
+	return model.Event{Type: model.EventReceiptSet, Owner: owner, MsgID: r.MsgID, AtMS: nowMS, Detail: detail}
 }

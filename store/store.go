@@ -113,7 +113,8 @@ type Store interface {
 
 	// PutReceipt stores r unless a receipt for (msg, reader) with a later
 	// at_ms exists: the latest wins. It returns the receipt now stored.
-	PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error)
+	// A receipt stored or changed appends a receipt.set event at nowMS.
+	PutReceipt(ctx context.Context, r model.Receipt, nowMS int64) (model.Receipt, error)
 	ListReceipts(ctx context.Context, f ReceiptFilter) ([]model.Receipt, error)
 
 	ListConversations(ctx context.Context, q ConversationQuery) ([]model.Conversation, error)

@@ -122,7 +122,7 @@ Message-ID that is the same for every attempt. A 4xx answer is retried, a
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", "127.0.0.1:2525", "where the SMTP server takes mail (HOST:PORT)")
 	fl.StringArrayVar(&mailboxes, "mailbox", nil, "ADDR=DID: mail to ADDR goes to the agent DID, whose answers are mailed from ADDR (repeat)")
-	fl.StringVar(&domain, "domain", host, "this host's name: in the SMTP server's greeting, and in EHLO to the relay (with --relay-tls tls or none)")
+	fl.StringVar(&domain, "domain", host, "this host's name: in the SMTP server's greeting, and in EHLO to the relay")
 	fl.Int64Var(&maxBytes, "max-mail-bytes", 25<<20, "the largest mail taken (attachments are listed, not kept)")
 	fl.IntVar(&maxConns, "max-connections", 32, "SMTP sessions at once (each may hold a mail of --max-mail-bytes)")
 	fl.StringVar(&relay, "relay", "", "the SMTP relay answers are mailed through (HOST:PORT; required unless --no-outbound)")

@@ -26,7 +26,7 @@ func scanReceipt(row pgx.Row) (model.Receipt, error) {
 // PutReceipt stores r unless a later receipt for (msg, reader) exists, and
 // returns whichever is stored. Ties go to the newcomer, so re-sending the
 // same receipt is harmless and a correction at the same millisecond lands.
-func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error) {
+func (s *Store) PutReceipt(ctx context.Context, r model.Receipt, nowMS int64) (model.Receipt, error) {
 	var out model.Receipt
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// The row lock orders concurrent receipts of one reader, so each
@@ -46,8 +46,16 @@ func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt,
 			RETURNING `+receiptCols,
 			r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason))
 		if errors.Is(err, pgx.ErrNoRows) {
-			out = old // an older receipt: the stored one stands
-			return nil
+			// An older receipt: the stored one stands. When there was none
+			// before, another writer stored it meanwhile; this statement's
+			// snapshot predates it, a new one sees it.
+			if had {
+				out = old
+				return nil
+			}
+			out, err = scanReceipt(tx.QueryRow(ctx,
+				"SELECT "+receiptCols+" FROM receipts WHERE msg_id = $1 AND reader = $2", r.MsgID, r.Reader))
+			return err
 		}
 		if err != nil {
 			return err
@@ -55,7 +63,7 @@ func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt,
 		if had && old == out {
 			return nil
 		}
-		e := store.ReceiptEvent(out)
+		e := store.ReceiptEvent(out, nowMS)
 		_, err = tx.Exec(ctx, "INSERT INTO events (type, owner, msg_id, at_ms, detail) VALUES ($1, $2, $3, $4, $5)",
 			e.Type, e.Owner, e.MsgID, e.AtMS, e.Detail)
 		return err

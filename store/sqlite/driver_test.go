@@ -335,7 +335,7 @@ func TestScheduleContactsReceipts(t *testing.T) {
 	}
 
 	put := func(at int64, st model.ReceiptStatus) model.Receipt {
-		r, err := s.PutReceipt(ctx, model.Receipt{MsgID: "m1", Reader: "a", GroupID: "g", AtMS: at, Status: st})
+		r, err := s.PutReceipt(ctx, model.Receipt{MsgID: "m1", Reader: "a", GroupID: "g", AtMS: at, Status: st}, at)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func scanReceipt(sc scanner) (model.Receipt, error) {
 // PutReceipt stores r unless a later receipt for (msg, reader) exists, and
 // returns whichever is stored. Ties go to the newcomer, so re-sending the
 // same receipt is harmless and a correction at the same millisecond lands.
-func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt, error) {
+func (s *Store) PutReceipt(ctx context.Context, r model.Receipt, nowMS int64) (model.Receipt, error) {
 	var out model.Receipt
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		get := tx.StmtContext(ctx, s.st.getReceiptW)
@@ -44,7 +44,7 @@ func (s *Store) PutReceipt(ctx context.Context, r model.Receipt) (model.Receipt,
 		if had && old == out {
 			return nil // the same receipt again, or an older one: no change, no event
 		}
-		return insertEvent(ctx, tx, store.ReceiptEvent(out))
+		return insertEvent(ctx, tx, store.ReceiptEvent(out, nowMS))
 	})
 	return out, err
 }

@@ -35,7 +35,7 @@ func tokenTests() []testCase {
 
 func mustPutReceipt(t *testing.T, s store.Store, r, want model.Receipt) {
 	t.Helper()
-	got, err := s.PutReceipt(t.Context(), r)
+	got, err := s.PutReceipt(t.Context(), r, base)
 	requireNoError(t, err, "PutReceipt")
 	if got != want {
 		t.Fatalf("PutReceipt(%s) returned\n %s\nwant the stored receipt\n %s", dump(r), dump(got), dump(want))

@@ -34,9 +34,8 @@ type Sender struct {
 	// TLSConfig is used for STARTTLS and implicit TLS (default: verify the
 	// relay's certificate for its host name).
 	TLSConfig *tls.Config
-	// HelloName is this host's name in EHLO with TLS "tls" or "none"
-	// (default "localhost", which some relays refuse); STARTTLS says
-	// localhost.
+	// HelloName is this host's name in EHLO (default "localhost", which
+	// some relays refuse; with STARTTLS the EHLO before TLS says it).
 	HelloName string
 }
 
@@ -137,11 +136,18 @@ func (s *Sender) deliver(ctx context.Context, from, to string, body []byte) erro
 			}
 		}
 	default:
-		// go-smtp v0.25 says EHLO localhost before STARTTLS, whatever
-		// HelloName is: it has no other way to start TLS.
+		// go-smtp v0.25 says EHLO localhost before STARTTLS (it has no
+		// other way to start TLS); the EHLO that counts, after it, says
+		// HelloName.
 		if c, err = smtp.NewClientStartTLS(conn, cfg); err != nil {
 			conn.Close()
 			return fmt.Errorf("STARTTLS with the relay: %w", err)
+		}
+		if s.HelloName != "" {
+			if err := c.Hello(s.HelloName); err != nil {
+				c.Close()
+				return err
+			}
 		}
 	}
 	defer c.Close()

@@ -1,0 +1,49 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/store/postgres"
+)
+
+const raceMsg = "sha256:0000000000000000000000000000000000000000000000000000000000000abc"
+
+// A receipt older than one another transaction inserts (and commits) while
+// PutReceipt waits on it must return the stored (newer) receipt, not a zero
+// receipt.
+func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
+	s := openStore(t, newSchema(t))
+	ctx := t.Context()
+	tx, err := postgres.Pool(s).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `INSERT INTO receipts (msg_id, iss, reader, group_id, at_ms, status, reason)
+		VALUES ($1, 'did:agent:a', 'did:agent:a', '', 2000, 'READED', '')`, raceMsg); err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		r   model.Receipt
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		r, err := s.PutReceipt(ctx, model.Receipt{MsgID: raceMsg, Iss: "did:agent:a", Reader: "did:agent:a", AtMS: 1000, Status: model.ReceiptReading}, 1000)
+		done <- res{r, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // PutReceipt now waits on the uncommitted insert
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.r.MsgID != raceMsg || got.r.AtMS != 2000 || got.r.Status != model.ReceiptReaded {
+		t.Fatalf("PutReceipt of an older receipt returned %+v, want the stored READED at 2000", got.r)
+	}
+}
