@@ -62,6 +62,7 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 		{"GET", "/v1/events", "/v1/events", nil},
 		{"GET", "/v1/events/stream", "/v1/events/stream", nil},
 		{"GET", "/v1/owners/{owner}/presence", "/v1/owners/did:alice/presence", nil},
+		{"GET", "/v1/whoami", "/v1/whoami", nil},
 		{"GET", "/v1/scheduled", "/v1/scheduled", nil},
 		{"DELETE", "/v1/scheduled/{id}", cancel, nil}, // before the flush, which would deliver it
 		{"POST", "/v1/scheduled/flush", "/v1/scheduled/flush", wire.FlushRequest{}},
@@ -213,4 +214,24 @@ func TestHTTPForbidden(t *testing.T) {
 			}
 		}
 	})
+}
+
+// whoami answers each token's own DID and role.
+func TestHTTPWhoAmI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct {
+		token string
+		want  wire.WhoAmI
+	}{
+		{e.alice, wire.WhoAmI{DID: didAlice, Role: model.RoleAgent}},
+		{e.tunnel, wire.WhoAmI{DID: didTunnel, Role: model.RoleTunnel}},
+	} {
+		if got := ok[wire.WhoAmI](t, e.do(t, "GET", "/v1/whoami", c.token, nil)); got != c.want {
+			t.Fatalf("whoami = %+v, want %+v", got, c.want)
+		}
+	}
+	if got := ok[wire.WhoAmI](t, e.do(t, "GET", "/v1/whoami", e.admin, nil)); got.Role != model.RoleAdmin {
+		t.Fatalf("admin's whoami = %+v", got)
+	}
 }

@@ -100,6 +100,7 @@ var oaSchemaTypes = map[string]reflect.Type{
 	"SyncResult":          reflect.TypeFor[wire.SyncResult](),
 	"StreamFrame":         reflect.TypeFor[wire.StreamFrame](),
 	"PresenceResult":      reflect.TypeFor[wire.PresenceResult](),
+	"WhoAmI":              reflect.TypeFor[wire.WhoAmI](),
 	"ReceiptRequest":      reflect.TypeFor[wire.ReceiptRequest](),
 	"ReceiptsResult":      reflect.TypeFor[wire.ReceiptsResult](),
 	"SubscribersRequest":  reflect.TypeFor[wire.SubscribersRequest](),

@@ -54,6 +54,13 @@ func (s *streamRegistry) count(owner string) int {
 
 // presence is GET /v1/owners/{owner}/presence: admins may ask about anyone,
 // others only about themselves (who is online is not everyone's business).
+// whoami answers whom the caller's token speaks for: a connector checks
+// its token at start, a person which token they hold.
+func (a *API) whoami(w http.ResponseWriter, _ *http.Request, who model.Identity) error {
+	writeJSON(w, http.StatusOK, wire.WhoAmI{DID: who.DID, Role: who.Role})
+	return nil
+}
+
 func (a *API) presence(w http.ResponseWriter, r *http.Request, who model.Identity) error {
 	owner, err := pathDID(r, "owner")
 	if err != nil {

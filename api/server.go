@@ -182,6 +182,7 @@ func (a *API) routes() []route {
 		r("GET", "/v1/routes/{did}", a.getRoutes),
 		r("GET", "/v1/owners/{owner}/conversations", a.conversations, "limit", "cursor_updated_at_ms", "cursor_thread_key"),
 		r("GET", "/v1/owners/{owner}/presence", a.presence),
+		r("GET", "/v1/whoami", a.whoami),
 		r("GET", "/v1/events", a.events, "after", "owner", "limit"),
 		stream("/v1/events/stream", a.eventStream, "after", "owner"),
 		r("POST", "/v1/consumers", a.createConsumer),

@@ -65,6 +65,15 @@ func (c *Client) StreamEvents(ctx context.Context, after int64, owner string, fn
 	})
 }
 
+// WhoAmI returns whom the client's token speaks for (GET /v1/whoami).
+func (c *Client) WhoAmI(ctx context.Context) (*wire.WhoAmI, error) {
+	var out wire.WhoAmI
+	if _, err := c.call(ctx, http.MethodGet, "/v1/whoami", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Presence reports whether owner holds open streams on the server asked.
 func (c *Client) Presence(ctx context.Context, owner string) (*wire.PresenceResult, error) {
 	var out wire.PresenceResult

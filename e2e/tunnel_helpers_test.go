@@ -86,15 +86,18 @@ func TestTunnelChecksItsSetupAtStart(t *testing.T) {
 	srv := startServer(t, t.TempDir())
 	ctx := testCtx(t, time.Minute)
 	other := mustToken(ctx, t, srv.Client(), "did:tunnel:other", model.RoleTunnel)
+	agentWithTheDID := mustToken(ctx, t, srv.Client(), "did:tunnel:hook", model.RoleAgent)
 	for _, c := range []struct {
-		args []string
-		want string
+		token string
+		args  []string
+		want  string
 	}{
-		{[]string{"--did", "did:tunnel:hook"}, "may not read boxes of did:tunnel:hook"},
-		{[]string{"--did", "did:tunnel:other", "--to", "notadid"}, "is not a DID"},
+		{other, []string{"--did", "did:tunnel:hook"}, "needs its own tunnel token"},
+		{agentWithTheDID, []string{"--did", "did:tunnel:hook"}, "(role agent)"},
+		{other, []string{"--did", "did:tunnel:other", "--to", "notadid"}, "is not a DID"},
 	} {
 		cmd := exec.CommandContext(ctx, binPath, append([]string{"tunnel", "webhook", "--listen", "127.0.0.1:0", "--no-outbound"}, c.args...)...)
-		cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+other, "MSGCENTER_WEBHOOK_SECRET=0123456789abcdef0123")
+		cmd.Env = append(childEnv(), "MSGCENTER_SERVER="+srv.URL, "MSGCENTER_TOKEN="+c.token, "MSGCENTER_WEBHOOK_SECRET=0123456789abcdef0123")
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Fatalf("tunnel webhook %v: %v\n%s\nwant an error saying %q", c.args, err, out, c.want)

@@ -433,3 +433,9 @@ const (
 	// WebSocket upgrade nor asks for text/event-stream.
 	CodeNotAcceptable = "not_acceptable"
 )
+
+// WhoAmI answers GET /v1/whoami: whom the caller's token speaks for.
+type WhoAmI struct {
+	DID  string     `json:"did"`
+	Role model.Role `json:"role"`
+}

@@ -101,6 +101,7 @@ consumer:NAME, the box of a durable consumer (see "msgcenter consumer").`,
 		newRetentionCmd(g),
 		newMessageCmd(g),
 		newHealthCmd(g),
+		newWhoAmICmd(g),
 	)
 	return root
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/tunnel"
-	"github.com/msgcenter/msgcenter/wire"
 )
 
 func newTunnelCmd(g *globals) *cobra.Command {
@@ -125,12 +124,12 @@ func runTunnel(cmd *cobra.Command, g *globals, f *tunnelFlags, to []string, plat
 	}
 	// The token must be the tunnel's (or an admin's): found out now, not
 	// by the outside system through answers it cannot act on.
-	peek := false
-	if _, err := c.Next(ctx, f.did, model.TunnelOutbox, &wire.NextRequest{LockOnTake: &peek, WithObject: &peek}); err != nil {
-		if errors.Is(err, model.ErrForbidden) {
-			return fmt.Errorf("the token is not %s's (nor an admin's): create one with msgcenter token create --did %s --role tunnel: %w", f.did, f.did, err)
-		}
+	me, err := c.WhoAmI(ctx)
+	if err != nil {
 		return err
+	}
+	if me.Role != model.RoleAdmin && (me.Role != model.RoleTunnel || me.DID != f.did) {
+		return fmt.Errorf("the token is %s's (role %s); %s needs its own tunnel token (msgcenter token create --did %s --role tunnel) or an admin's", me.DID, me.Role, f.did, f.did)
 	}
 	if g.Token == "" && g.env(envToken) == "" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: running with the admin token of %s; a tunnel's own token (msgcenter token create --did %s --role tunnel) can do only what a tunnel needs\n", g.tokenFile(), f.did)
