@@ -36,13 +36,17 @@ func newEventsCmd(g *globals) *cobra.Command {
 				if len(res.Items) == 0 {
 					fmt.Fprintln(w, "no events")
 				} else {
-					tw := newTable(w, "ID", "AT", "TYPE", "OWNER", "BOX", "RECORD_ID", "STATE", "DETAIL")
+					tw := newTable(w, "ID", "AT", "TYPE", "OWNER", "BOX", "RECORD_OR_MSG", "STATE", "DETAIL")
 					for _, e := range res.Items {
 						state := ""
 						if e.FromState != "" || e.ToState != "" {
 							state = string(e.FromState) + "→" + string(e.ToState)
 						}
-						row(tw, e.EventID, fmtMS(e.AtMS), e.Type, e.Owner, e.BoxKind, e.RecordID, state, e.Detail)
+						about := e.RecordID
+						if about == "" {
+							about = e.MsgID // a Mail written, a receipt, a delayed message
+						}
+						row(tw, e.EventID, fmtMS(e.AtMS), e.Type, e.Owner, e.BoxKind, about, state, e.Detail)
 					}
 					if err := tw.Flush(); err != nil {
 						return err

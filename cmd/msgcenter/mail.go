@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -43,7 +42,7 @@ func newMailPendingCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(w)
 				tw := newTable(w, "BUCKET", "SENDER", "KEY", "PARTS", "OPEN", "DUE", "RECIPIENTS")
 				for _, m := range res.Mail {
-					due := time.UnixMilli(m.DueAtMS).UTC().Format(time.RFC3339Nano)
+					due := fmtMS(m.DueAtMS)
 					row(tw, m.BucketID, m.Sender, m.Key, m.Parts, m.Open, due, strings.Join(m.Recipients, ","))
 				}
 				return tw.Flush()

@@ -335,8 +335,7 @@ func printDispatchResult(w io.Writer, r *wire.DispatchResult) error {
 			if a.Duplicate {
 				dup = "duplicate: "
 			}
-			k.add("aggregate", fmt.Sprintf("%spart %d of pending Mail %d, due %s", dup, a.Parts, a.BucketID,
-				time.UnixMilli(a.DueAtMS).UTC().Format(time.RFC3339Nano)))
+			k.add("aggregate", fmt.Sprintf("%spart %d of pending Mail %d, due %s", dup, a.Parts, a.BucketID, fmtMS(a.DueAtMS)))
 		}
 	}
 	return k.flush()
