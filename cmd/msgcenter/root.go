@@ -228,6 +228,10 @@ var fieldFlags = map[string][]string{
 	"delay_ms":       {"delay", "delay-ms"},
 	"deliver_at_ms":  {"deliver-at"},
 	"retry_after_ms": {"retry-after"},
+
+	"aggregate.key":         {"aggregate"},
+	"aggregate.window_ms":   {"aggregate-window"},
+	"aggregate.max_wait_ms": {"aggregate-max-wait"},
 }
 
 // flagOfField is the flag of cmd that set an API error's field, "" if
