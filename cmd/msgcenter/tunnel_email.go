@@ -51,7 +51,8 @@ addresses is refused (550). SPF, DKIM and DMARC are not checked: run it
 behind your MX, on an address only that MX reaches.
 
 Outbound: every message in the tunnel's TUNNEL_OUTBOX is mailed to its
-route's address through --relay (STARTTLS unless --relay-tls says tls or
+route's address (in reply to the mail the person last wrote: the route's
+chat_id is its Message-ID) through --relay (STARTTLS unless --relay-tls says tls or
 none), from the author's own --mailbox if it has one, else --from, with a
 Message-ID that is the same for every attempt. A 4xx answer is retried, a
 5xx ends it as DEAD.`,

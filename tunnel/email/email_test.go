@@ -121,7 +121,8 @@ func TestInbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(routes.Routes) != 1 || routes.Routes[0].Address != "alice@example.com" || routes.Routes[0].TunnelDID != tunnelDID {
+	if len(routes.Routes) != 1 || routes.Routes[0].Address != "alice@example.com" || routes.Routes[0].TunnelDID != tunnelDID ||
+		routes.Routes[0].ChatID != "m-1@example.com" {
 		t.Fatalf("routes %+v", routes.Routes)
 	}
 }
@@ -171,7 +172,7 @@ func TestOutbound(t *testing.T) {
 	addr := serve(t, rl)
 	ctx := context.Background()
 	tun := srv.Client(t, tunnelDID, model.RoleTunnel)
-	if _, err := tun.SetRoutes(ctx, "did:email:bob@example.com", []model.ContactRoute{{Address: "bob@example.com"}}); err != nil {
+	if _, err := tun.SetRoutes(ctx, "did:email:bob@example.com", []model.ContactRoute{{Address: "bob@example.com", ChatID: "q-7@example.com"}}); err != nil {
 		t.Fatal(err)
 	}
 	ob := &tunnel.Outbox{Client: tun, DID: tunnelDID, Lease: 5 * time.Second, Wait: 300 * time.Millisecond, Logger: quiet,
@@ -192,7 +193,8 @@ func TestOutbound(t *testing.T) {
 		t.Fatalf("%d mails, %d attempts", len(mails), rec.Delivery.Attempts)
 	}
 	for _, want := range []string{"From: <helper@agents.test>", "To: <bob@example.com>", "Subject: Hello Bob,",
-		"Message-Id: " + rec.Delivery.ExternalMsgID, "the build is green again."} {
+		"Message-Id: " + rec.Delivery.ExternalMsgID, "In-Reply-To: <q-7@example.com>", "References: <q-7@example.com>",
+		"the build is green again."} {
 		if !strings.Contains(mails[0], want) {
 			t.Fatalf("mail lacks %q:\n%s", want, mails[0])
 		}

@@ -154,6 +154,9 @@ const (
 	maxListed      = 50
 	maxInReplyTo   = 10
 	maxHeaderValue = 998
+	// maxThreadID is the longest Message-ID kept as a route's chat (routes
+	// keep 512 bytes).
+	maxThreadID = 500
 )
 
 // Event reads a mail (envelopeFrom is the envelope sender, "<>" for a
@@ -225,6 +228,11 @@ func Event(raw []byte, envelopeFrom string) (ev *tunnel.Event, err error) {
 	}
 	ev = &tunnel.Event{ID: m.Email.MessageID, From: SenderDID(author), Address: replyTo,
 		NoReplyRoute: m.Email.Automatic, Title: m.Email.Subject, Text: text, Format: format, Machine: machine}
+	if len(m.Email.MessageID) <= maxThreadID && !strings.HasPrefix(m.Email.MessageID, "sha256:") {
+		// The route's chat is the mail an answer replies to (In-Reply-To),
+		// so the sender's mail program threads the answer under it.
+		ev.ChatID = m.Email.MessageID
+	}
 	if d, err := h.Date(); err == nil && d.Unix() > 0 && d.Year() < 10000 {
 		ev.At = d
 	}

@@ -82,6 +82,11 @@ func (s *Sender) compose(d *tunnel.Delivery, from, to string) ([]byte, string, e
 	}
 	id := strings.TrimPrefix(d.Record.RecordID, "cyrec:") + "@" + host
 	h.SetMessageID(id)
+	if re := d.Route.ChatID; re != "" {
+		// The mail the person last wrote (see Event): answer in its thread.
+		h.SetMsgIDList("In-Reply-To", []string{re})
+		h.SetMsgIDList("References", []string{re})
+	}
 	// An agent's answer is an automatic reply (RFC 3834): vacation
 	// responders and the like do not answer it, which keeps two machines
 	// from mailing each other for ever.
