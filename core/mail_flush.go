@@ -8,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
@@ -39,33 +38,7 @@ import (
 // runMailFlusher writes Mails as their bursts end. It sleeps until the
 // earliest due time, and is kicked when a part arrives.
 func (s *Service) runMailFlusher(ctx context.Context) {
-	for {
-		n, err := s.flushMail(ctx, s.nowMS())
-		if err != nil && ctx.Err() == nil {
-			s.log.Error("flush mail", "err", err)
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if n > 0 && err == nil {
-			continue
-		}
-		wait := s.cfg.IdleRecheck
-		if err == nil {
-			if at, ok, err := s.st.NextMailDue(ctx); err == nil && ok {
-				wait = min(wait, max(time.Duration(at-s.nowMS())*time.Millisecond, 0))
-			}
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-s.mailKick:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	s.runDue(ctx, "flush mail", s.mailKick, s.st.NextMailDue, s.flushMail)
 }
 
 // flushMail writes the Mail of every bucket due by beforeMS and returns

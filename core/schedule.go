@@ -19,10 +19,20 @@ const schedBatch = 256
 // runScheduler materializes delayed messages as they come due. It sleeps
 // until the earliest due time, and is kicked when an earlier one arrives.
 func (s *Service) runScheduler(ctx context.Context) {
+	s.runDue(ctx, "materialize delayed messages", s.schedKick, s.st.NextDue,
+		func(ctx context.Context, now int64) (int, error) { return s.materializeDue(ctx, now, "") })
+}
+
+// runDue is a background loop over work that comes due (delayed messages,
+// Mails): it runs pass with the time now, again at once while a pass does
+// something, and otherwise sleeps until next says the earliest due time
+// (IdleRecheck at most) or kick wakes it.
+func (s *Service) runDue(ctx context.Context, what string, kick <-chan struct{},
+	next func(context.Context) (int64, bool, error), pass func(context.Context, int64) (int, error)) {
 	for {
-		n, err := s.materializeDue(ctx, s.nowMS(), "")
+		n, err := pass(ctx, s.nowMS())
 		if err != nil && ctx.Err() == nil {
-			s.log.Error("materialize delayed messages", "err", err)
+			s.log.Error(what, "err", err)
 		}
 		if ctx.Err() != nil {
 			return
@@ -32,10 +42,8 @@ func (s *Service) runScheduler(ctx context.Context) {
 		}
 		wait := s.cfg.IdleRecheck
 		if err == nil {
-			if at, ok, err := s.st.NextDue(ctx); err == nil && ok {
-				if d := time.Duration(at-s.nowMS()) * time.Millisecond; d < wait {
-					wait = max(d, 0)
-				}
+			if at, ok, err := next(ctx); err == nil && ok {
+				wait = min(wait, max(time.Duration(at-s.nowMS())*time.Millisecond, 0))
 			}
 		}
 		t := time.NewTimer(wait)
@@ -43,7 +51,7 @@ func (s *Service) runScheduler(ctx context.Context) {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-s.schedKick:
+		case <-kick:
 		case <-t.C:
 		}
 		t.Stop()
