@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -176,4 +177,30 @@ func runTunnel(cmd *cobra.Command, g *globals, f *tunnelFlags, to []string, plat
 	default:
 		return nil
 	}
+}
+
+// drainable is a server that can stop taking work and finish what it has
+// (http.Server, smtp.Server).
+type drainable interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+}
+
+// serveUntil serves srv on ln until ctx ends, then lets the work in flight
+// finish (30 s at most) before it returns. closed is what srv's Serve
+// returns once shut down.
+func serveUntil(ctx context.Context, srv drainable, ln net.Listener, closed error) error {
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, closed) {
+		return err // the caller cancels ctx on an error; drained follows
+	}
+	<-drained // Serve returns as Shutdown starts; what is in flight finishes first
+	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -102,17 +101,8 @@ Message-ID that is the same for every attempt. A 4xx answer is retried, a
 					srv.Domain, srv.MaxMessageBytes, srv.MaxRecipients = domain, maxBytes, 100
 					srv.MaxLineLength = 64 << 10 // HTML mail has long lines; 998 is a SHOULD
 					srv.ReadTimeout, srv.WriteTimeout = time.Minute, time.Minute
-					go func() {
-						<-ctx.Done()
-						sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-						defer cancel()
-						_ = srv.Shutdown(sctx)
-					}()
 					// Each session may hold a mail of up to --max-mail-bytes.
-					if err := srv.Serve(netutil.LimitListener(ln, maxConns)); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
-						return err
-					}
-					return nil
+					return serveUntil(ctx, srv, netutil.LimitListener(ln, maxConns), smtp.ErrServerClosed)
 				}
 				return conn, nil
 			})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -105,20 +104,7 @@ func serveInbound(ctx context.Context, ln net.Listener, path string, h http.Hand
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = fmt.Fprintf(w, `{"error":{"code":"not_found","message":"post to %s"}}`+"\n", path)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err // ctx is cancelled by the caller on an error; drained follows
-	}
-	<-drained // Serve returns as Shutdown starts; the posts in flight finish first
-	return nil
+	return serveUntil(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln, http.ErrServerClosed)
 }
 
 // readSecret reads the shared secret from file, else from the
