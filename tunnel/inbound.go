@@ -251,17 +251,24 @@ const maxRoutesKept = 100_000
 // SenderDID makes a DID for a platform's user: did:<platform>:<id>, with
 // the id's characters a DID cannot hold escaped.
 func SenderDID(platform, id string) string {
+	return EscapedDID(platform, id, func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' || r == ':'
+	})
+}
+
+// EscapedDID is did:<platform>:<id> with every character of id that keep
+// refuses percent-encoded (a connector whose ids may hold more, such as
+// mail addresses, keeps more).
+func EscapedDID(platform, id string, keep func(rune) bool) string {
 	var b strings.Builder
 	b.WriteString("did:" + platform + ":")
 	for _, r := range id {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9',
-			r == '.', r == '-', r == '_', r == ':':
+		if keep(r) && r != '%' {
 			b.WriteRune(r)
-		default:
-			for _, c := range []byte(string(r)) {
-				fmt.Fprintf(&b, "%%%02X", c)
-			}
+			continue
+		}
+		for _, c := range []byte(string(r)) {
+			fmt.Fprintf(&b, "%%%02X", c)
 		}
 	}
 	return b.String()

@@ -15,7 +15,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -283,18 +282,7 @@ func readParts(mr *mail.Reader, m *Machine) (text, html string) {
 // SenderDID is the DID of a mail address: did:email:<address>, the
 // address's characters a DID cannot hold escaped.
 func SenderDID(addr string) string {
-	var b strings.Builder
-	b.WriteString("did:" + Platform + ":")
-	for _, r := range strings.ToLower(addr) {
-		if r > ' ' && r < 0x7f && r != '%' {
-			b.WriteRune(r)
-			continue
-		}
-		for _, c := range []byte(string(r)) {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
+	return tunnel.EscapedDID(Platform, strings.ToLower(addr), func(r rune) bool { return r > ' ' && r < 0x7f })
 }
 
 // cutRunes keeps at most n runes of s.
