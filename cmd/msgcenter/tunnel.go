@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -203,4 +204,23 @@ func serveUntil(ctx context.Context, srv drainable, ln net.Listener, closed erro
 	}
 	<-drained // Serve returns as Shutdown starts; what is in flight finishes first
 	return nil
+}
+
+// readSecretValue reads a secret from its file, else from the
+// environment's value; what names it for the user.
+func readSecretValue(flag, file, envName, env, what string) (string, error) {
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", usagef("%s: %v", flag, err)
+		}
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+		return "", usagef("%s %s is empty", flag, file)
+	case env != "":
+		return env, nil
+	}
+	return "", usagef("give %s with %s FILE or %s", what, flag, envName)
 }

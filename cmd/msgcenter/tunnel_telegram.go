@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 
@@ -80,23 +79,4 @@ retried with backoff.`,
 	fl.StringVar(&tokenFile, "bot-token-file", "", "file holding the bot's token (or env "+envTelegramToken+")")
 	fl.StringVar(&apiURL, "api-url", telegram.DefaultAPIURL, "the Bot API's base URL (a local Bot API server)")
 	return cmd
-}
-
-// readSecretValue reads a secret from its file, else from the
-// environment's value; what names it for the user.
-func readSecretValue(flag, file, envName, env, what string) (string, error) {
-	switch {
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", usagef("%s: %v", flag, err)
-		}
-		if t := strings.TrimSpace(string(b)); t != "" {
-			return t, nil
-		}
-		return "", usagef("%s %s is empty", flag, file)
-	case env != "":
-		return env, nil
-	}
-	return "", usagef("give %s with %s FILE or %s", what, flag, envName)
 }

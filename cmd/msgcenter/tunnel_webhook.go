@@ -6,9 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -110,21 +108,12 @@ func serveInbound(ctx context.Context, ln net.Listener, path string, h http.Hand
 // readSecret reads the shared secret from file, else from the
 // environment's value.
 func readSecret(file, env string) ([]byte, error) {
-	var s []byte
-	switch {
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, usagef("--secret-file: %v", err)
-		}
-		s = []byte(strings.TrimSpace(string(b)))
-	case env != "":
-		s = []byte(env)
-	default:
-		return nil, usagef("give the shared secret with --secret-file FILE or %s", envWebhookSecret)
+	v, err := readSecretValue("--secret-file", file, envWebhookSecret, env, "the shared secret")
+	if err != nil {
+		return nil, err
 	}
-	if err := webhook.CheckSecret(s); err != nil {
-		return nil, usagef("the shared secret is %d bytes; use at least %d (for example: head -c 32 /dev/urandom | base64)", len(s), webhook.MinSecretBytes)
+	if err := webhook.CheckSecret([]byte(v)); err != nil {
+		return nil, usagef("the shared secret is %d bytes; use at least %d (for example: head -c 32 /dev/urandom | base64)", len(v), webhook.MinSecretBytes)
 	}
-	return s, nil
+	return []byte(v), nil
 }
