@@ -501,24 +501,29 @@ func (s *Service) GetRecord(ctx context.Context, who model.Identity, recordID st
 }
 
 // authorOf: is who the author of a message rec delivers through a tunnel?
-// The author follows its deliveries (post_send answers their record ids)
-// to see them SENT, or DEAD and why; it reads them, it does not work them.
 func (s *Service) authorOf(ctx context.Context, who model.Identity, rec model.Record) (bool, error) {
 	if rec.BoxKind != model.TunnelOutbox {
 		return false, nil
 	}
-	body, err := s.st.GetMessage(ctx, rec.MsgID)
+	author, err := s.author(ctx, rec.MsgID)
+	return author != "" && author == who.DID, err
+}
+
+// author is who wrote a message: its sender, or its source when a group
+// speaks; "" when the message is gone or unreadable.
+func (s *Service) author(ctx context.Context, msgID string) (string, error) {
+	body, err := s.st.GetMessage(ctx, msgID)
 	if errors.Is(err, model.ErrNotFound) {
-		return false, nil
+		return "", nil
 	}
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	m, err := message.Decode(body)
 	if err != nil {
-		return false, nil
+		return "", nil
 	}
-	return m.LogicalSender() == who.DID, nil
+	return m.LogicalSender(), nil
 }
 
 // GetMessage returns a message's canonical JSON to anyone holding a record

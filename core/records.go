@@ -38,8 +38,12 @@ func notVisible() error { return model.NotFound("record") }
 // next set (a change that asks for the box's next record), the first claim
 // is made in the same write when next would make it at once, and left in
 // next.first: a worker's ack and claim then wait for the store's writer
-// once, not twice.
-func (s *Service) update(ctx context.Context, u *store.Update, next *nextCall) (model.Record, error) {
+// once, not twice. was is the record as the caller read it before the
+// change (deliveryNotice).
+func (s *Service) update(ctx context.Context, was model.Record, u *store.Update, next *nextCall) (model.Record, error) {
+	if err := s.deliveryNotice(ctx, was, u); err != nil {
+		return was, err
+	}
 	var rec model.Record
 	var err error
 	if f, p := s.firstClaim(next, u); f != nil {
@@ -187,7 +191,7 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if to == model.Dead {
 		u.EventType = model.EventRecordDead
 	}
-	out, err := s.update(ctx, u, next)
+	out, err := s.update(ctx, rec, u, next)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +245,7 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 		d.Attempts++
 		d.ExternalMsgID, d.DeliveredAtMS, d.NextRetryAtMS = r.ExternalMsgID, now, 0
 		clearFailure(&d)
-		out, err = s.update(ctx, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID,
+		out, err = s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID,
 			To: model.DoneState(rec.BoxKind), Delivery: d, NowMS: now, EventType: model.EventRecordDelivered}, next)
 	} else {
 		out, err = s.fail(ctx, rec, leaseID, r.Retryable, r.RetryAfterMS, r.ErrorCode, r.ErrorMessage, "", next)
@@ -371,7 +375,7 @@ func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, re
 		u.EventDetail = fmt.Sprintf("attempt %d failed (%s); dead", d.Attempts, d.LastError)
 	}
 	u.Delivery = d
-	out, err := s.update(ctx, u, next)
+	out, err := s.update(ctx, rec, u, next)
 	if err != nil {
 		return out, err
 	}
@@ -399,7 +403,7 @@ func (s *Service) ExtendLease(ctx context.Context, who model.Identity, recordID 
 	now := s.nowMS()
 	l := *rec.Lease
 	l.ExpiresAtMS = now + lease.Milliseconds()
-	out, err := s.update(ctx, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: l.ID, To: rec.State,
+	out, err := s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: l.ID, To: rec.State,
 		Delivery: rec.Delivery, Lease: &l, NowMS: now, EventType: model.EventLeaseExtended}, nil)
 	if err != nil {
 		return nil, err
@@ -426,7 +430,7 @@ func (s *Service) redrive(ctx context.Context, rec model.Record) (model.Record, 
 	}
 	d := rec.Delivery
 	d.Attempts, d.NextRetryAtMS = 0, 0
-	return s.update(ctx, &store.Update{RecordID: rec.RecordID, From: model.Dead, To: model.ClaimableState(rec.BoxKind),
+	return s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: model.Dead, To: model.ClaimableState(rec.BoxKind),
 		Delivery: d, NowMS: s.nowMS(), EventType: model.EventRecordRedriven}, nil)
 }
 

@@ -105,6 +105,21 @@ func TestWebhookTunnel(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The agent hears that its answer went out from its own event log.
+	evs, err := agent.Events(ctx, wire.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []model.Event
+	for _, e := range evs.Items {
+		if e.Type == model.EventDeliverySent {
+			told = append(told, e)
+		}
+	}
+	if len(told) != 1 || told[0].RecordID != res.Deliveries[0].RecordID || told[0].Owner != "did:agent:helper" ||
+		!strings.Contains(told[0].Detail, "ext-7") {
+		t.Fatalf("the agent's delivery.sent events: %+v", told)
+	}
 
 	tun.stop(t)
 }

@@ -103,8 +103,17 @@ const (
 	EventLeaseExtended   = "record.lease_extended"
 	EventRecordDelivered = "record.delivered"
 	EventRecordRedriven  = "record.redriven"
-	EventMsgScheduled    = "message.scheduled"
-	EventMsgCancelled    = "message.schedule_cancelled"
+
+	// What the author of a message hears of its deliveries through
+	// tunnels: the owner is the author (the message's source when a group
+	// speaks), the record the tunnel's TUNNEL_OUTBOX record, which the
+	// author may read. Sent and dead end a delivery; redriven reopens a
+	// dead one.
+	EventDeliverySent     = "delivery.sent"
+	EventDeliveryDead     = "delivery.dead"
+	EventDeliveryRedriven = "delivery.redriven"
+	EventMsgScheduled     = "message.scheduled"
+	EventMsgCancelled     = "message.schedule_cancelled"
 	// EventMsgDropped: the server dropped a delayed message that came due
 	// but could no longer be delivered (its author left the group it
 	// speaks for, say); the detail says why.
@@ -136,6 +145,7 @@ const (
 // (a test keeps it complete).
 var EventTypes = []string{EventRecordCreated, EventRecordState, EventRecordClaimed, EventRecordRetry,
 	EventRecordDead, EventLeaseExpired, EventLeaseExtended, EventRecordDelivered, EventRecordRedriven,
+	EventDeliverySent, EventDeliveryDead, EventDeliveryRedriven,
 	EventMsgScheduled, EventMsgCancelled, EventMsgDropped, EventConsumerCreated, EventConsumerDeleted, EventPurged,
 	EventGroupSet, EventBlocked, EventUnblocked, EventRoutesSet, EventTokenCreated, EventTokenRevoked,
 	EventReceiptSet, EventMailPartAdded, EventMailFlushed, EventMailDropped}

@@ -254,6 +254,19 @@ type Update struct {
 	NowMS       int64
 	EventType   string
 	EventDetail string
+	// Notice, when set, is a second event written with the change, owned
+	// by someone other than the record's owner: the author of a message a
+	// tunnel delivers hears of the delivery's end from its own event log.
+	// Written only if the change is.
+	Notice *Notice `json:",omitempty"`
+}
+
+// Notice is an event about a record's change for another owner: the same
+// record, message, states and time as the change's own event.
+type Notice struct {
+	Owner  string
+	Type   string
+	Detail string
 }
 
 // ConversationQuery pages an owner's conversations, most recently updated

@@ -342,6 +342,10 @@ var sqlUpdate = `WITH c AS (
 			lease_until_ms = $13::bigint, updated_at_ms = $14::bigint
 		WHERE record_id IN ($15::text, $22::text) AND state || '' = $16::text AND ($17::text = '' OR lease_id = $17::text)
 		RETURNING *
+	), notice AS (
+		INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
+		SELECT $24::text, $23::text, box, record_id, msg_id, $16::text, $1::text, $14::bigint, $25::text FROM c
+		WHERE $23::text <> ''
 	)` + fmt.Sprintf(sqlChangeTail, "$18", "$19", "$14", "$20", "$21", "$16", "$1")
 
 // Update is a compare-and-set on one record's state (and lease).
@@ -365,10 +369,15 @@ func updateArgs(u *store.Update) []any {
 	if typ == "" {
 		typ = model.EventRecordState
 	}
+	var n store.Notice
+	if u.Notice != nil {
+		n = *u.Notice
+	}
 	return []any{string(u.To), d.Attempts, d.NextRetryAtMS,
 		d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
 		u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID,
-		typ, u.EventDetail, model.UnreadDelta(u.From, u.To), convBoxes, legacyID(u.RecordID)}
+		typ, u.EventDetail, model.UnreadDelta(u.From, u.To), convBoxes, legacyID(u.RecordID),
+		n.Owner, n.Type, n.Detail}
 }
 
 // updated is what follows an Update's statement, committed, that returned

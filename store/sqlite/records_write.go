@@ -216,6 +216,13 @@ func (s *Store) updateTx(ctx context.Context, tx *sql.Tx, u *store.Update) (mode
 	if err := w.event(ctx, typ, &rec, u.From, u.To, u.NowMS, u.EventDetail); err != nil {
 		return rec, err
 	}
+	if n := u.Notice; n != nil {
+		told := rec
+		told.Owner = n.Owner
+		if err := w.event(ctx, n.Type, &told, u.From, u.To, u.NowMS, n.Detail); err != nil {
+			return rec, err
+		}
+	}
 	return rec, w.unreadDelta(ctx, &rec, u.From, u.To)
 }
 

@@ -19,6 +19,8 @@ func updateTests() []testCase {
 		{"MissingIsNotFound", testUpdateNotFound},
 		{"DeliveryAndLeaseRoundTrip", testUpdateRoundTrip},
 		{"AppendsEvent", testUpdateEvent},
+		{"NoticeIsASecondEvent", testUpdateNotice},
+		{"NoNoticeWithoutTheChange", testUpdateNoticeConflict},
 		{"ConcurrentExactlyOneWins", testUpdateConcurrent},
 	}
 }
@@ -167,6 +169,60 @@ func testUpdateEvent(t *testing.T, s store.Store) {
 		Detail: "attempt 1 failed: timeout"}
 	if e != want {
 		t.Fatalf("Update event\n got: %s\nwant: %s", dump(e), dump(want))
+	}
+}
+
+// An Update with a Notice appends the change's own event and one more,
+// owned by the notice's owner, naming the same record, states and time
+// with the notice's type and detail; the notice's owner reads it in its
+// own event log, the record's owner does not.
+func testUpdateNotice(t *testing.T, s store.Store) {
+	r := seedBox(t, s, "update-notice", tunnel, model.TunnelOutbox, 1, base, nil)[0]
+	mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+1, "L"))
+	before := allEvents(t, s, "")
+	mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L", To: model.Dead,
+		Delivery: model.Delivery{Attempts: 1}, NowMS: base + 100, EventType: model.EventRecordDead, EventDetail: "for the tunnel",
+		Notice: &store.Notice{Owner: alice, Type: model.EventDeliveryDead, Detail: "for the author"}})
+	evs := allEvents(t, s, "")
+	if len(evs) != len(before)+2 {
+		t.Fatalf("Update with a notice appended %d events, want 2: %s", len(evs)-len(before), dump(evs[len(before):]))
+	}
+	own, told := evs[len(evs)-2], evs[len(evs)-1]
+	if own.Type == model.EventDeliveryDead {
+		own, told = told, own
+	}
+	want := model.Event{EventID: own.EventID, Type: model.EventRecordDead, Owner: tunnel, BoxKind: model.TunnelOutbox,
+		RecordID: r.RecordID, MsgID: r.MsgID, FromState: model.Sending, ToState: model.Dead, AtMS: base + 100, Detail: "for the tunnel"}
+	if own != want {
+		t.Fatalf("the change's own event\n got: %s\nwant: %s", dump(own), dump(want))
+	}
+	want.EventID, want.Type, want.Owner, want.Detail = told.EventID, model.EventDeliveryDead, alice, "for the author"
+	if told != want {
+		t.Fatalf("the notice\n got: %s\nwant: %s", dump(told), dump(want))
+	}
+	if got := eventsOf(allEvents(t, s, alice), model.EventDeliveryDead, r.RecordID); len(got) != 1 {
+		t.Fatalf("%s's own events hold %d notices of %s, want 1", alice, len(got), r.RecordID)
+	}
+	if got := eventsOf(allEvents(t, s, tunnel), model.EventDeliveryDead, r.RecordID); len(got) != 0 {
+		t.Fatalf("the record owner's events hold the notice meant for %s: %s", alice, dump(got))
+	}
+}
+
+// A compare-and-set that fails writes neither event, the notice included,
+// on its own and before a claim.
+func testUpdateNoticeConflict(t *testing.T, s store.Store) {
+	r := seedBox(t, s, "notice-conflict", tunnel, model.TunnelOutbox, 1, base, nil)[0]
+	mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+1, "L"))
+	before := allEvents(t, s, "")
+	u := &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "other", To: model.Sent,
+		NowMS: base + 100, EventType: model.EventRecordDelivered,
+		Notice: &store.Notice{Owner: alice, Type: model.EventDeliverySent}}
+	_, err := s.Update(t.Context(), u)
+	requireErrIs(t, err, model.ErrConflict, "Update under another lease")
+	_, _, err = s.UpdateThenClaim(t.Context(), u, claimParams(tunnel, model.TunnelOutbox, base+100, "L2"))
+	requireErrIs(t, err, model.ErrConflict, "UpdateThenClaim under another lease")
+	if after := allEvents(t, s, ""); len(after) != len(before) {
+		t.Fatalf("failed Updates with a notice appended %d events: %s", len(after)-len(before), dump(after[len(before):]))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 func updateClaimTests() []testCase {
 	return []testCase{
 		{"AckThenNext", testUpdateClaimAckNext},
+		{"NoticeRidesTheUpdate", testUpdateClaimNotice},
 		{"FailedUpdateClaimsNothing", testUpdateClaimFailedUpdate},
 		{"NothingLeftIsNotFound", testUpdateClaimNothingLeft},
 		{"ClaimSeesTheUpdate", testUpdateClaimSeesUpdate},
@@ -67,6 +68,23 @@ func testUpdateClaimAckNext(t *testing.T, s store.Store) {
 	}
 	if n := len(eventsOf(evs, model.EventRecordClaimed, next.RecordID)); n != 1 {
 		t.Fatalf("%d %s events for the claimed record, want 1", n, model.EventRecordClaimed)
+	}
+}
+
+// A notice on the update of an UpdateThenClaim is written with it, once.
+func testUpdateClaimNotice(t *testing.T, s store.Store) {
+	seedBox(t, s, "notice-next", tunnel, model.TunnelOutbox, 2, base, nil)
+	first := mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+10, "L1"))
+	u := &store.Update{RecordID: first.RecordID, From: model.Sending, ExpectLeaseID: "L1", To: model.Sent,
+		NowMS: base + 20, EventType: model.EventRecordDelivered,
+		Notice: &store.Notice{Owner: alice, Type: model.EventDeliverySent, Detail: "sent"}}
+	_, c := mustUpdateClaim(t, s, u, claimParams(tunnel, model.TunnelOutbox, base+20, "L2"))
+	if c.Err != nil {
+		t.Fatalf("the claim after the ack: %v", c.Err)
+	}
+	got := eventsOf(allEvents(t, s, alice), model.EventDeliverySent, first.RecordID)
+	if len(got) != 1 || got[0].Detail != "sent" || got[0].ToState != model.Sent || got[0].AtMS != base+20 {
+		t.Fatalf("%s's notices of %s = %s; want one, SENT at %d, detail \"sent\"", alice, first.RecordID, dump(got), base+20)
 	}
 }
 
