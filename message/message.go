@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -70,6 +71,20 @@ type Content struct {
 	Content string            `json:"content,omitempty"`
 	Machine json.RawMessage   `json:"machine,omitempty"`
 	Refs    []json.RawMessage `json:"refs,omitempty"`
+}
+
+// Stamp makes m a new message or a repeatable one. The id is a hash of
+// the content: stamping the time keeps two identical texts sent on
+// purpose from collapsing into one message. A send with an idempotency key
+// is one its caller may repeat: the key stands in for the time, so a
+// retry is the same message (the server then stores nothing new) and
+// another key another message.
+func (m *Message) Stamp(idempotencyKey string, now time.Time) {
+	if idempotencyKey != "" {
+		m.Nonce = "idempotency-key:" + idempotencyKey
+		return
+	}
+	m.CreatedAtMS = now.UnixMilli()
 }
 
 // IDOf returns the id of a canonical JSON encoding.

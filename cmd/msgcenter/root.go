@@ -102,6 +102,7 @@ consumer:NAME, the box of a durable consumer (see "msgcenter consumer").`,
 		newMessageCmd(g),
 		newHealthCmd(g),
 		newWhoAmICmd(g),
+		newMCPCmd(g),
 	)
 	return root
 }

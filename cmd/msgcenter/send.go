@@ -95,16 +95,7 @@ func (f *msgFlags) message(cmd *cobra.Command) (*message.Message, error) {
 		Mentions:  splitList(f.mentions),
 		Content:   message.Content{Title: f.title, Format: f.format, Content: text},
 	}
-	// The id is a hash of the content: stamping the time keeps two
-	// identical texts sent on purpose from collapsing into one message. A
-	// send with --idempotency-key is one its caller may repeat: the key
-	// stands in for the time, so a retry is the same message (the server
-	// then stores nothing new) and another key another message.
-	if f.idempotencyKey != "" {
-		m.Nonce = "idempotency-key:" + f.idempotencyKey
-	} else {
-		m.CreatedAtMS = time.Now().UnixMilli()
-	}
+	m.Stamp(f.idempotencyKey, time.Now())
 	if f.topic != "" || f.replyTo != "" {
 		m.Thread = &message.Thread{Topic: f.topic, ReplyTo: f.replyTo}
 	}

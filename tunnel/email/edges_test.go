@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/internal/testserver"
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/tunnel"
 	"github.com/msgcenter/msgcenter/tunnel/email"
-	"github.com/msgcenter/msgcenter/tunnel/internal/testserver"
 	"github.com/msgcenter/msgcenter/wire"
 )
 

@@ -15,11 +15,11 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/internal/testserver"
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/tunnel"
 	"github.com/msgcenter/msgcenter/tunnel/email"
-	"github.com/msgcenter/msgcenter/tunnel/internal/testserver"
 	"github.com/msgcenter/msgcenter/wire"
 )
 

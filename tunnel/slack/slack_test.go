@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/internal/testserver"
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/tunnel"
-	"github.com/msgcenter/msgcenter/tunnel/internal/testserver"
 	"github.com/msgcenter/msgcenter/tunnel/slack"
 	"github.com/msgcenter/msgcenter/wire"
 )

@@ -14,10 +14,10 @@ import (
 
 	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/internal/testserver"
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/tunnel"
-	"github.com/msgcenter/msgcenter/tunnel/internal/testserver"
 	"github.com/msgcenter/msgcenter/tunnel/telegram"
 	"github.com/msgcenter/msgcenter/wire"
 )

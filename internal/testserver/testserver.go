@@ -1,6 +1,6 @@
 // Package testserver starts a real msgcenter node (embedded SQLite, a
-// listening HTTP server) for the tunnel packages' tests, and stops it when
-// the test ends.
+// listening HTTP server) for the tests of packages that speak to msgcenter
+// over its API (tunnels, the MCP server), and stops it when the test ends.
 package testserver
 
 import (

@@ -1,0 +1,52 @@
+// Package mcpserver lets an AI agent use its msgcenter boxes as tools: a
+// Model Context Protocol server whose tools send messages (now or later),
+// look into the agent's inbox, claim a message with a lease, ack or fail
+// it, and hear how deliveries through tunnels ended. It speaks to
+// msgcenter through the Go SDK (package client) as one DID, so it holds
+// no state of its own and the server's rules (scopes, blocks, leases)
+// apply to it as to any other client.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/msgcenter/msgcenter/client"
+)
+
+// Version is what the server says of itself at initialization.
+const Version = "1"
+
+// New returns an MCP server whose tools act for did through c. c's token
+// must speak for did: an agent's own token, or an admin's.
+func New(c *client.Client, did string) (*mcp.Server, error) {
+	if c == nil {
+		return nil, errors.New("mcpserver: no client")
+	}
+	if did == "" {
+		return nil, errors.New("mcpserver: no DID to act for")
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "msgcenter", Version: Version}, &mcp.ServerOptions{
+		Instructions: fmt.Sprintf("These tools are the message center mailbox of %s. "+
+			"send_message sends to other agents, people (through their tunnels) or a group, now or after delay_ms. "+
+			"check_inbox shows unread messages without taking them; claim takes the next one with a lease, "+
+			"which must then be acked (done) or failed (retried later, or dead-lettered) before it expires. "+
+			"check_deliveries says which messages sent through tunnels were delivered or failed for good.", did),
+	})
+	t := &tools{c: c, did: did}
+	t.register(srv)
+	return srv, nil
+}
+
+// Serve runs the server over stdin and stdout until the client goes away
+// or ctx ends.
+func Serve(ctx context.Context, srv *mcp.Server) error {
+	err := srv.Run(ctx, &mcp.StdioTransport{})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,358 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/msgcenter/msgcenter/client"
+	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/internal/testserver"
+	"github.com/msgcenter/msgcenter/mcpserver"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// session connects an MCP client to the tools of did, acting through c.
+func session(t *testing.T, c *client.Client, did string) *mcp.ClientSession {
+	t.Helper()
+	srv, err := mcpserver.New(c, did)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		ss.Wait()
+	})
+	return cs
+}
+
+// call calls tool with args and decodes its structured result into out;
+// a tool error fails the test.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s(%v): %v", tool, args, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s(%v) failed: %s", tool, args, text(res))
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("%s: result %s: %v", tool, b, err)
+	}
+}
+
+// callErr calls tool and returns the text of the tool error it must
+// answer with.
+func callErr(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) string {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s(%v): protocol error %v, want a tool error", tool, args, err)
+	}
+	if !res.IsError {
+		t.Fatalf("%s(%v) succeeded, want an error: %s", tool, args, text(res))
+	}
+	t.Logf("%s(%v): %s", tool, args, text(res))
+	return text(res)
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestToolsAreListed(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	cs := session(t, srv.Client(t, "did:agent:a", model.RoleAgent), "did:agent:a")
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+		if tool.Description == "" || tool.InputSchema == nil {
+			t.Errorf("tool %s has no description or input schema", tool.Name)
+		}
+	}
+	slices.Sort(names)
+	want := []string{"ack", "check_deliveries", "check_inbox", "claim", "fail", "send_message"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("tools = %v, want %v", names, want)
+	}
+}
+
+// Two agents talk through the tools: one sends, the other sees the
+// message unread, claims it, acks it, and its inbox is empty again.
+func TestSendCheckClaimAck(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	bob := session(t, srv.Client(t, "did:agent:bob", model.RoleAgent), "did:agent:bob")
+
+	var sent mcpserver.SendOutput
+	call(t, ann, "send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": "the build is green",
+		"title": "CI", "topic": "ci"}, &sent)
+	if !sent.Sent || !strings.HasPrefix(sent.MsgID, "cymsg:") || !slices.Equal(sent.DeliveredTo, []string{"did:agent:bob"}) {
+		t.Fatalf("send_message = %+v", sent)
+	}
+
+	var inbox mcpserver.InboxOutput
+	call(t, bob, "check_inbox", nil, &inbox)
+	if len(inbox.Messages) != 1 || inbox.More {
+		t.Fatalf("bob's inbox = %+v", inbox)
+	}
+	m := inbox.Messages[0]
+	if m.From != "did:agent:ann" || m.Text != "the build is green" || m.Title != "CI" || m.Topic != "ci" || m.MsgID != sent.MsgID || m.SentAt == "" {
+		t.Fatalf("bob reads %+v", m)
+	}
+	// Looking did not take it: still there.
+	call(t, bob, "check_inbox", map[string]any{"limit": 5}, &inbox)
+	if len(inbox.Messages) != 1 {
+		t.Fatalf("after a second look bob's inbox = %+v", inbox)
+	}
+
+	var got mcpserver.ClaimOutput
+	call(t, bob, "claim", nil, &got)
+	if !got.Claimed || got.Message == nil || got.Message.RecordID != m.RecordID || got.LeaseID == "" || got.LeaseExpiresAt == "" {
+		t.Fatalf("claim = %+v", got)
+	}
+	var again mcpserver.ClaimOutput
+	call(t, bob, "claim", nil, &again)
+	if again.Claimed {
+		t.Fatalf("a second claim took %+v while the first holds it", again.Message)
+	}
+	var done mcpserver.Outcome
+	call(t, bob, "ack", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID}, &done)
+	if done.State != string(model.Readed) {
+		t.Fatalf("ack = %+v", done)
+	}
+	if r := srv.Record(t, m.RecordID); r.State != model.Readed {
+		t.Fatalf("the record is %s after ack", r.State)
+	}
+	call(t, bob, "check_inbox", nil, &inbox)
+	if len(inbox.Messages) != 0 {
+		t.Fatalf("bob's inbox after the ack = %+v", inbox)
+	}
+	// An ack under a lease that no longer holds it says so.
+	if msg := callErr(t, bob, "ack", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID}); !strings.Contains(msg, "ack") {
+		t.Fatalf("a second ack: %q", msg)
+	}
+}
+
+// Bad input is refused with the field to fix, and sends nothing.
+func TestBadInputIsRefusedAndSendsNothing(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	for _, tc := range []struct {
+		tool  string
+		args  map[string]any
+		field string
+	}{
+		{"send_message", map[string]any{"text": "to nobody"}, "to:"},
+		{"send_message", map[string]any{"to": []string{"did:agent:bob"}}, "text:"},
+		{"send_message", map[string]any{"to": []string{"did:agent:bob"}, "group": "did:group:g", "text": "x"}, "group:"},
+		{"send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": "x", "delay_ms": -1}, "delay_ms:"},
+		{"send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": "x", "delay_ms": int64(11 * 365 * 24 * 3600 * 1000)}, "delay_ms:"},
+		{"send_message", map[string]any{"to": []string{"not a did"}, "text": "x"}, "to[0]: must not contain spaces"},
+		{"send_message", map[string]any{"to": "did:agent:bob", "text": "x"}, "to"},
+		{"check_inbox", map[string]any{"limit": 101}, "limit:"},
+		{"claim", map[string]any{"wait_ms": 60_000}, "wait_ms:"},
+		{"ack", map[string]any{"record_id": "cyrec:00"}, `"lease_id"`},
+		{"ack", map[string]any{"record_id": "cyrec:00", "lease_id": ""}, "lease_id:"},
+		{"fail", map[string]any{"record_id": "cyrec:00", "lease_id": "L"}, `"error"`},
+		{"fail", map[string]any{"record_id": "cyrec:00", "lease_id": "L", "error": " "}, "error:"},
+		{"check_deliveries", map[string]any{"after": -1}, "after:"},
+	} {
+		if msg := callErr(t, ann, tc.tool, tc.args); !strings.Contains(msg, tc.field) {
+			t.Errorf("%s(%v): %q does not name %q", tc.tool, tc.args, msg, tc.field)
+		}
+	}
+	recs, err := srv.Admin.Sync(context.Background(), wire.SyncQuery{Owner: "did:agent:bob", Box: model.Inbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs.Items) != 0 {
+		t.Fatalf("refused sends left %d records in bob's inbox", len(recs.Items))
+	}
+}
+
+// A delayed send is not in the inbox before it is due; a send with an
+// idempotency key sent twice is one message.
+func TestDelayAndIdempotency(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	bob := session(t, srv.Client(t, "did:agent:bob", model.RoleAgent), "did:agent:bob")
+	var later mcpserver.SendOutput
+	call(t, ann, "send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": "in an hour", "delay_ms": 3_600_000}, &later)
+	if later.ScheduledFor == "" || len(later.DeliveredTo) != 0 {
+		t.Fatalf("delayed send = %+v", later)
+	}
+	var first, second mcpserver.SendOutput
+	args := map[string]any{"to": []string{"did:agent:bob"}, "text": "once", "idempotency_key": "k-1"}
+	call(t, ann, "send_message", args, &first)
+	call(t, ann, "send_message", args, &second)
+	if first.MsgID != second.MsgID {
+		t.Fatalf("the same key made two messages: %s, %s", first.MsgID, second.MsgID)
+	}
+	var inbox mcpserver.InboxOutput
+	call(t, bob, "check_inbox", nil, &inbox)
+	if len(inbox.Messages) != 1 || inbox.Messages[0].Text != "once" {
+		t.Fatalf("bob's inbox = %+v; want the keyed message once and not the delayed one", inbox)
+	}
+}
+
+// fail retries a retryable failure after its backoff and dead-letters the
+// others; a claim waits for a message that arrives while it waits.
+func TestFailAndWaitingClaim(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{BackoffBase: 50 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	bob := session(t, srv.Client(t, "did:agent:bob", model.RoleAgent), "did:agent:bob")
+
+	var wg sync.WaitGroup
+	var got mcpserver.ClaimOutput
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		call(t, bob, "claim", map[string]any{"wait_ms": 10_000}, &got)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	var sent mcpserver.SendOutput
+	call(t, ann, "send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": "do the thing"}, &sent)
+	wg.Wait()
+	if !got.Claimed || got.Message.MsgID != sent.MsgID {
+		t.Fatalf("the waiting claim = %+v", got)
+	}
+
+	var out mcpserver.Outcome
+	call(t, bob, "fail", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID,
+		"error": "the tool timed out", "retryable": true}, &out)
+	if out.State != string(model.Unread) || out.Attempts != 1 || out.RetryAt == "" {
+		t.Fatalf("retryable fail = %+v", out)
+	}
+	testserver.WaitFor(t, "the failed message claimable again", func() bool {
+		call(t, bob, "claim", nil, &got)
+		return got.Claimed
+	})
+	if got.Message.Attempts != 1 {
+		t.Fatalf("the retried message says %d attempts, want 1", got.Message.Attempts)
+	}
+	call(t, bob, "fail", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID,
+		"error": "cannot be done"}, &out)
+	if out.State != string(model.Dead) {
+		t.Fatalf("permanent fail = %+v", out)
+	}
+}
+
+// A message sent through a tunnel: check_deliveries reports how it ended,
+// once, and the cursor moves on.
+func TestCheckDeliveries(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	ctx := context.Background()
+	if _, err := srv.Admin.SetRoutes(ctx, "did:tg:carol", []model.ContactRoute{{TunnelDID: "did:tunnel:tg", Platform: "telegram", ChatID: "7"}}); err != nil {
+		t.Fatal(err)
+	}
+	tun := srv.Client(t, "did:tunnel:tg", model.RoleTunnel)
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+
+	var sent mcpserver.SendOutput
+	call(t, ann, "send_message", map[string]any{"to": []string{"did:tg:carol", "did:tg:dave"}, "text": "hello"}, &sent)
+	if len(sent.ViaTunnels) != 1 || sent.ViaTunnels[0].To != "did:tg:carol" || sent.ViaTunnels[0].Tunnel != "did:tunnel:tg" {
+		t.Fatalf("send through the tunnel = %+v", sent)
+	}
+	var none mcpserver.DeliveriesOutput
+	call(t, ann, "check_deliveries", nil, &none)
+	if len(none.Deliveries) != 0 || none.NextAfter == 0 {
+		t.Fatalf("before the tunnel worked: %+v", none)
+	}
+	held, err := tun.Next(ctx, "did:tunnel:tg", model.TunnelOutbox, nil)
+	if err != nil || held == nil {
+		t.Fatalf("the tunnel's claim: %+v, %v", held, err)
+	}
+	if _, err := tun.Fail(ctx, held.Record.RecordID, held.Record.Lease.ID, wire.DeliveryResult{ErrorCode: "403", ErrorMessage: "bot was blocked"}); err != nil {
+		t.Fatal(err)
+	}
+	var out mcpserver.DeliveriesOutput
+	call(t, ann, "check_deliveries", map[string]any{"after": none.NextAfter}, &out)
+	if len(out.Deliveries) != 1 {
+		t.Fatalf("deliveries = %+v", out)
+	}
+	d := out.Deliveries[0]
+	if d.Event != model.EventDeliveryDead || d.RecordID != sent.ViaTunnels[0].RecordID || d.MsgID != sent.MsgID ||
+		!strings.Contains(d.Detail, "bot was blocked") {
+		t.Fatalf("delivery = %+v", d)
+	}
+	var after mcpserver.DeliveriesOutput
+	call(t, ann, "check_deliveries", map[string]any{"after": out.NextAfter}, &after)
+	if len(after.Deliveries) != 0 || after.More {
+		t.Fatalf("past the cursor: %+v", after)
+	}
+}
+
+// A post to a group reaches its members, who read whose it is and where
+// it was posted.
+func TestGroupPost(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	if _, err := srv.Admin.SetSubscribers(context.Background(), "did:group:ops", []string{"did:agent:ann", "did:agent:bob"}); err != nil {
+		t.Fatal(err)
+	}
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	bob := session(t, srv.Client(t, "did:agent:bob", model.RoleAgent), "did:agent:bob")
+	var sent mcpserver.SendOutput
+	call(t, ann, "send_message", map[string]any{"group": "did:group:ops", "text": "deploying now"}, &sent)
+	if !sent.Sent || !slices.Contains(sent.DeliveredTo, "did:agent:bob") {
+		t.Fatalf("group post = %+v", sent)
+	}
+	var inbox mcpserver.InboxOutput
+	call(t, bob, "check_inbox", nil, &inbox)
+	if len(inbox.Messages) != 1 || inbox.Messages[0].From != "did:agent:ann" || inbox.Messages[0].Group != "did:group:ops" {
+		t.Fatalf("bob's inbox = %+v", inbox)
+	}
+}
+
+// The tools act only for the token's DID: tools built for another DID
+// with an agent's token are refused by the server.
+func TestToolsKeepTheTokensScope(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	mallory := session(t, srv.Client(t, "did:agent:mallory", model.RoleAgent), "did:agent:bob")
+	if msg := callErr(t, mallory, "check_inbox", nil); !strings.Contains(msg, "forbidden") {
+		t.Fatalf("reading bob's inbox with mallory's token: %q", msg)
+	}
+	if msg := callErr(t, mallory, "send_message", map[string]any{"to": []string{"did:agent:ann"}, "text": "as bob"}); !strings.Contains(msg, "forbidden") {
+		t.Fatalf("sending as bob with mallory's token: %q", msg)
+	}
+}
