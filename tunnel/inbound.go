@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,11 @@ type Event struct {
 	// ChatID and Address say where a reply to From goes on the platform;
 	// at least one is needed for From to be answerable (see NoReplyRoute).
 	ChatID, Address string
+	// ReplyChatID, when set, is where in the chat a reply goes (a
+	// thread): the sender's route takes it instead of ChatID, while
+	// ChatID keeps naming the chat in the message's keys, so a repeated
+	// event makes the same message whatever its thread.
+	ReplyChatID string
 	// NoReplyRoute leaves From's routes alone.
 	NoReplyRoute bool
 	Text         string
@@ -120,7 +126,7 @@ func (in *Inbound) Dispatch(ctx context.Context, ev *Event) (*wire.DispatchResul
 		// Before the dispatch: an agent that answers at once must find
 		// the route already there. A route msgcenter refuses (the DID is
 		// not the tunnel's to route) does not hold the message back.
-		if err := in.ensureRoute(ctx, ev.From, routeKey{ev.ChatID, ev.Address}); err != nil {
+		if err := in.ensureRoute(ctx, ev.From, routeKey{cmp.Or(ev.ReplyChatID, ev.ChatID), ev.Address}); err != nil {
 			var api *client.APIError
 			if !errors.As(err, &api) || api.Status >= 500 {
 				return nil, err

@@ -131,7 +131,8 @@ func (h *Handler) logger() *slog.Logger {
 // deletions, joins or bots' messages. The raw event is the machine
 // content, so files and blocks reach the agent as Slack sent them.
 func Event(team string, in slackevents.EventsAPIInnerEvent, raw json.RawMessage) *tunnel.Event {
-	var user, text, channel, ts string
+	var user, text, channel, ts, thread string
+	dm := false
 	switch m := in.Data.(type) {
 	case *slackevents.MessageEvent:
 		switch m.SubType {
@@ -142,12 +143,13 @@ func Event(team string, in slackevents.EventsAPIInnerEvent, raw json.RawMessage)
 		if m.BotID != "" || (strings.TrimSpace(m.Text) == "" && m.SubType != "file_share") {
 			return nil
 		}
-		user, text, channel, ts = m.User, m.Text, m.Channel, m.TimeStamp
+		user, text, channel, ts, thread = m.User, m.Text, m.Channel, m.TimeStamp, m.ThreadTimeStamp
+		dm = m.ChannelType == "im"
 	case *slackevents.AppMentionEvent:
 		if m.BotID != "" {
 			return nil
 		}
-		user, text, channel, ts = m.User, m.Text, m.Channel, m.TimeStamp
+		user, text, channel, ts, thread = m.User, m.Text, m.Channel, m.TimeStamp, m.ThreadTimeStamp
 	default:
 		return nil
 	}
@@ -162,6 +164,15 @@ func Event(team string, in slackevents.EventsAPIInnerEvent, raw json.RawMessage)
 		return nil
 	}
 	ev := &tunnel.Event{ID: ts, From: tunnel.SenderDID(Platform, team+":"+user), ChatID: channel, Text: text, Machine: machine}
+	// A reply goes where the person spoke: into the thread of a message
+	// in a thread, and into a thread under a message in a channel, as
+	// Slack apps answer there; a direct message is answered directly.
+	if thread == "" && !dm && !strings.HasPrefix(channel, "D") {
+		thread = ts
+	}
+	if thread != "" {
+		ev.ReplyChatID = channel + threadSep + thread
+	}
 	if sec, err := strconv.ParseFloat(ts, 64); err == nil && sec > 0 {
 		ev.At = time.UnixMilli(int64(sec * 1000))
 	}
@@ -193,9 +204,14 @@ func NewClient(ctx context.Context, token, apiURL string) (*slack.Client, string
 	return c, who.TeamID, nil
 }
 
-// Send posts one delivery; the message's ts is its external id.
+// threadSep joins a channel and a thread's ts in a route's chat_id
+// (C0123/1712345678.000100); Slack's ids hold no slash.
+const threadSep = "/"
+
+// Send posts one delivery, into the thread its route names if any; the
+// message's ts is its external id.
 func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
-	channel := d.Route.ChatID
+	channel, thread, _ := strings.Cut(d.Route.ChatID, threadSep)
 	if channel == "" {
 		channel = d.Route.Address
 	}
@@ -214,7 +230,17 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 		return "", tunnel.Permanent("empty", "the message has no text to send")
 	}
 	// Escaped: an agent quoting <!channel> must not ping a channel.
-	_, ts, err := s.API.PostMessageContext(ctx, channel, slack.MsgOptionText(text, true))
+	opts := []slack.MsgOption{slack.MsgOptionText(text, true)}
+	if thread != "" {
+		opts = append(opts, slack.MsgOptionTS(thread))
+	}
+	_, ts, err := s.API.PostMessageContext(ctx, channel, opts...)
+	var se slack.SlackErrorResponse
+	if thread != "" && errors.As(err, &se) && (se.Err == "thread_not_found" || se.Err == "invalid_thread_ts") {
+		// The thread is gone (its first message deleted): the answer
+		// still belongs in the channel.
+		_, ts, err = s.API.PostMessageContext(ctx, channel, opts[0])
+	}
 	if err != nil {
 		return "", classify(err)
 	}

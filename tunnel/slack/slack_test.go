@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,15 +141,37 @@ func TestInbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(routes.Routes) != 1 || routes.Routes[0] != (model.ContactRoute{TunnelDID: tunnelDID, Platform: "slack", ChatID: "C9"}) {
+	// The answer goes into a thread under the person's last message.
+	if len(routes.Routes) != 1 || routes.Routes[0] != (model.ContactRoute{TunnelDID: tunnelDID, Platform: "slack", ChatID: "C9/1700000004.000100"}) {
 		t.Fatalf("routes %+v", routes.Routes)
+	}
+
+	// In a thread: into that thread. In a direct message: directly.
+	for _, tc := range []struct{ event, user, route string }{
+		{`{"type":"message","user":"U8","channel":"C9","ts":"1700000020.000100","thread_ts":"1700000010.000100","text":"in a thread","channel_type":"channel"}`,
+			"did:slack:T1:U8", "C9/1700000010.000100"},
+		{`{"type":"app_mention","user":"U10","channel":"C9","ts":"1700000030.000100","thread_ts":"1700000010.000100","text":"<@UB> in a thread"}`,
+			"did:slack:T1:U10", "C9/1700000010.000100"},
+		{`{"type":"message","user":"U9","channel":"D4","ts":"1700000021.000100","text":"direct","channel_type":"im"}`,
+			"did:slack:T1:U9", "D4"},
+	} {
+		if st, body := post(t, h.URL, callback(tc.event), signingSecret, now); st != 200 {
+			t.Fatalf("%s: %d %s", tc.event, st, body)
+		}
+		routes, err := srv.Admin.GetRoutes(context.Background(), tc.user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(routes.Routes) != 1 || routes.Routes[0].ChatID != tc.route {
+			t.Fatalf("after %s: routes %+v, want chat_id %s", tc.event, routes.Routes, tc.route)
+		}
 	}
 }
 
 // fakeAPI is Slack's Web API as far as the tunnel uses it.
 type fakeAPI struct {
 	mu      sync.Mutex
-	posted  []string // channel + ":" + text
+	posted  []string // channel ["/" thread_ts] ":" text
 	answers []func(w http.ResponseWriter)
 }
 
@@ -165,7 +188,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "chat.postMessage":
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.posted = append(f.posted, r.FormValue("channel")+":"+r.FormValue("text"))
+		where := r.FormValue("channel")
+		if ts := r.FormValue("thread_ts"); ts != "" {
+			where += "/" + ts
+		}
+		f.posted = append(f.posted, where+":"+r.FormValue("text"))
 		if len(f.answers) > 0 {
 			a := f.answers[0]
 			f.answers = f.answers[1:]
@@ -227,5 +254,30 @@ func TestOutbound(t *testing.T) {
 	testserver.WaitFor(t, "DEAD", func() bool { return srv.Record(t, gone).State == model.Dead })
 	if d := srv.Record(t, gone).Delivery; d.ErrorCode != "channel_not_found" {
 		t.Fatalf("dead record %+v", d)
+	}
+
+	// A route into a thread posts into it; a thread that is gone gets the
+	// answer in its channel.
+	if _, err := tun.SetRoutes(ctx, "did:slack:T1:U8", []model.ContactRoute{{ChatID: "C9/1700000010.000100"}}); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	fake.posted = nil
+	fake.answers = []func(http.ResponseWriter){
+		func(w http.ResponseWriter) {
+			_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C9", "ts": "1700000200.000001"})
+		},
+		func(w http.ResponseWriter) { fmt.Fprint(w, `{"ok":false,"error":"thread_not_found"}`) },
+	}
+	fake.mu.Unlock()
+	inThread := srv.Reply(t, agentDID, "did:slack:T1:U8", "", "three")
+	testserver.WaitFor(t, "SENT into the thread", func() bool { return srv.Record(t, inThread).State == model.Sent })
+	orphan := srv.Reply(t, agentDID, "did:slack:T1:U8", "", "four")
+	testserver.WaitFor(t, "SENT without its thread", func() bool { return srv.Record(t, orphan).State == model.Sent })
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	want := []string{"C9/1700000010.000100:three", "C9/1700000010.000100:four", "C9:four"}
+	if !slices.Equal(fake.posted, want) {
+		t.Fatalf("posted %q, want %q", fake.posted, want)
 	}
 }
