@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -125,5 +126,46 @@ func TestMCPChecksItsTokenAtStart(t *testing.T) {
 		if err == nil || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
 			t.Errorf("mcp %v: err %v, stderr %q, stdout %q; want a refusal saying %q", tc.args, err, stderr.String(), stdout.String(), tc.want)
 		}
+	}
+}
+
+// bearerTransport adds a token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// An agent that is no subprocess reaches the same tools over HTTP at
+// `msgcenter serve`'s /mcp, with its own token.
+func TestMCPOverHTTP(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	ctx := testCtx(t, time.Minute)
+	admin := srv.Client()
+	connect := func(did string) *mcp.ClientSession {
+		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", DisableStandaloneSSE: true,
+			HTTPClient: &http.Client{Transport: bearerTransport{mustToken(ctx, t, admin, did, model.RoleAgent)}}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(ctx, tr, nil)
+		if err != nil {
+			t.Fatalf("connect to %s/mcp as %s: %v", srv.URL, did, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	ann, bob := &mcpAgent{cs: connect("did:agent:ann")}, &mcpAgent{cs: connect("did:agent:bob")}
+	var sent mcpserver.SendOutput
+	ann.call(ctx, t, "send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": "from afar"}, &sent)
+	var got mcpserver.ClaimOutput
+	bob.call(ctx, t, "claim", map[string]any{"wait_ms": 5000}, &got)
+	if !got.Claimed || got.Message.MsgID != sent.MsgID || got.Message.From != "did:agent:ann" {
+		t.Fatalf("claim over HTTP = %+v", got)
+	}
+	var done mcpserver.Outcome
+	bob.call(ctx, t, "ack", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID}, &done)
+	if done.State != string(model.Readed) {
+		t.Fatalf("ack over HTTP = %+v", done)
 	}
 }

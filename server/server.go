@@ -19,6 +19,7 @@ import (
 
 	"github.com/msgcenter/msgcenter/api"
 	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/mcpserver"
 	"github.com/msgcenter/msgcenter/store"
 	"github.com/msgcenter/msgcenter/store/postgres"
 	"github.com/msgcenter/msgcenter/store/sqlite"
@@ -130,7 +131,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	fresh := &freshConns{m: map[net.Conn]struct{}{}}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+	// The MCP tools over HTTP sit beside the API, not in it: they call
+	// the API, on this node, with each request's own token.
+	mcpHTTP := mcpserver.HTTPHandler("http://"+addr, svc.Authenticate, log)
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == mcpserver.HTTPPath {
+			mcpHTTP.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnState: fresh.track}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

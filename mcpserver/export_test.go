@@ -1,0 +1,4 @@
+package mcpserver
+
+// NewCached is newServer, for the benchmark.
+var NewCached = newServer
