@@ -11,27 +11,36 @@ import (
 
 // deliveryNotice makes u, a change of rec, tell the author of rec's message
 // how its delivery through a tunnel went, when the change ends the
-// delivery (SENT, DEAD) or reopens a dead one. The notice is an event in
-// the author's own log, written with the change: an agent that sent to a
-// person outside learns that it failed without polling the tunnel's
-// record, and an agent that did not hear of it can be sure nothing ended.
+// delivery or reopens it. The notice is an event in the author's own log,
+// written with the change: an agent that sent to a person outside learns
+// that it failed without polling the tunnel's record, and an agent that
+// did not hear of it can be sure nothing ended.
+//
+// A delivery is live while WAIT or SENDING. Leaving that for SENT is
+// delivery.sent; for any other state (DEAD, a FAILED that stays put, or
+// ARCHIVED or DELETED by hand) it is delivery.dead: it will not arrive.
+// Coming back to WAIT from one of those is delivery.redriven.
 func (s *Service) deliveryNotice(ctx context.Context, rec model.Record, u *store.Update) error {
 	if rec.BoxKind != model.TunnelOutbox || u.From == u.To {
 		return nil
 	}
+	live := func(st model.State) bool { return st == model.Wait || st == model.Sending }
 	var typ, what string
 	switch {
-	case u.To == model.Sent:
+	case live(u.From) && u.To == model.Sent:
 		typ, what = model.EventDeliverySent, "sent"
 		if id := u.Delivery.ExternalMsgID; id != "" {
 			what += fmt.Sprintf(" (external id %s)", id)
 		}
-	case u.To == model.Dead:
-		typ, what = model.EventDeliveryDead, "dead"
+	case live(u.From) && !live(u.To):
+		typ, what = model.EventDeliveryDead, strings.ToLower(string(u.To))
+		if u.To == model.Failed {
+			what += " (it stays so until someone moves it back to WAIT)"
+		}
 		if d := strings.TrimSuffix(u.EventDetail, "; dead"); d != "" {
 			what += ": " + d
 		}
-	case u.From == model.Dead && u.To == model.ClaimableState(rec.BoxKind):
+	case !live(u.From) && live(u.To):
 		typ, what = model.EventDeliveryRedriven, "redriven: it will be tried again"
 	default:
 		return nil

@@ -162,3 +162,58 @@ func TestDeliveryNoticeGoesToTheWriter(t *testing.T) {
 		}
 	}
 }
+
+// A delivery ended or reopened by hand (the tunnel or an admin moving its
+// record) is told like one ended by a report: every way out of WAIT or
+// SENDING but SENT is delivery.dead, every way back is delivery.redriven,
+// and moves between ended states tell nothing new.
+func TestDeliveryEndedByHandIsTold(t *testing.T) {
+	t.Parallel()
+	type move struct {
+		to    model.State
+		claim bool // claim first: move from SENDING
+		by    model.Identity
+	}
+	for _, tc := range []struct {
+		name  string
+		moves []move
+		want  string
+	}{
+		{"deleted while waiting", []move{{to: model.Deleted, by: tunnel}}, "delivery.dead"},
+		{"archived while waiting", []move{{to: model.Archived, by: admin}}, "delivery.dead"},
+		{"archived while sending", []move{{to: model.Archived, claim: true, by: tunnel}}, "delivery.dead"},
+		{"parked as failed", []move{{to: model.Failed, claim: true, by: tunnel}}, "delivery.dead"},
+		{"failed, then dead", []move{{to: model.Failed, claim: true, by: tunnel}, {to: model.Dead, by: admin}}, "delivery.dead"},
+		{"archived, then back", []move{{to: model.Archived, by: admin}, {to: model.Wait, by: admin}}, "delivery.dead delivery.redriven"},
+		{"failed, then back", []move{{to: model.Failed, claim: true, by: tunnel}, {to: model.Wait, by: admin}}, "delivery.dead delivery.redriven"},
+		{"dead, archived, back", []move{{to: model.Dead, by: admin}, {to: model.Archived, by: admin}, {to: model.Wait, by: admin}}, "delivery.dead delivery.redriven"},
+		{"sent, then archived", []move{{to: model.Sent, claim: true, by: tunnel}, {to: model.Archived, by: tunnel}}, "delivery.sent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newService(t, newClock())
+			ctx := context.Background()
+			id := routedSend(t, s)
+			for _, m := range tc.moves {
+				req := &wire.StateRequest{NewState: m.to}
+				if m.claim {
+					got := claimOne(t, s, tunnel, model.TunnelOutbox)
+					req.LeaseID = got.Record.Lease.ID
+				}
+				if _, err := s.SetState(ctx, m.by, id, req); err != nil {
+					t.Fatalf("move to %s: %v", m.to, err)
+				}
+			}
+			var types []string
+			for _, e := range deliveryEvents(t, s, agent("did:alice")) {
+				types = append(types, e.Type)
+				if e.RecordID != id {
+					t.Fatalf("notice about %s, want %s", e.RecordID, id)
+				}
+			}
+			if got := strings.Join(types, " "); got != tc.want {
+				t.Fatalf("the author was told %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -100,7 +100,7 @@ func (c *serverCache) get(base, token, did string) (*mcp.Server, error) {
 	if ok {
 		return srv, nil
 	}
-	srv, err := newServer(client.New(base, token), did, c.schemas)
+	srv, err := newServer(client.New(base, token), did, c.schemas, callTimeout)
 	if err != nil {
 		return nil, err
 	}

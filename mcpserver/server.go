@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -23,13 +24,13 @@ const Version = "1"
 // New returns an MCP server whose tools act for did through c. c's token
 // must speak for did: an agent's own token, or an admin's.
 func New(c *client.Client, did string) (*mcp.Server, error) {
-	return newServer(c, did, nil)
+	return newServer(c, did, nil, callTimeout)
 }
 
 // newServer is New with the tools' schemas taken from cache when not nil:
 // inferring them is most of the cost of a server (about 2 ms), which the
 // HTTP handler pays per request otherwise.
-func newServer(c *client.Client, did string, cache *mcp.SchemaCache) (*mcp.Server, error) {
+func newServer(c *client.Client, did string, cache *mcp.SchemaCache, timeout time.Duration) (*mcp.Server, error) {
 	if c == nil {
 		return nil, errors.New("mcpserver: no client")
 	}
@@ -44,7 +45,7 @@ func newServer(c *client.Client, did string, cache *mcp.SchemaCache) (*mcp.Serve
 			"check_deliveries says which messages sent through tunnels were delivered or failed for good.", did),
 		SchemaCache: cache,
 	})
-	t := &tools{c: c, did: did}
+	t := &tools{c: c, did: did, timeout: timeout}
 	t.register(srv)
 	return srv, nil
 }

@@ -3,6 +3,9 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +29,11 @@ func session(t *testing.T, c *client.Client, did string) *mcp.ClientSession {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return connect(t, srv)
+}
+
+func connect(t *testing.T, srv *mcp.Server) *mcp.ClientSession {
+	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := srv.Connect(ctx, st, nil)
@@ -162,8 +170,9 @@ func TestSendCheckClaimAck(t *testing.T) {
 	if len(inbox.Messages) != 0 {
 		t.Fatalf("bob's inbox after the ack = %+v", inbox)
 	}
-	// An ack under a lease that no longer holds it says so.
-	if msg := callErr(t, bob, "ack", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID}); !strings.Contains(msg, "ack") {
+	// A second ack (a runtime retrying the call) says the message is
+	// done, not that the lease was lost.
+	if msg := callErr(t, bob, "ack", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID}); !strings.Contains(msg, "done already") {
 		t.Fatalf("a second ack: %q", msg)
 	}
 }
@@ -191,6 +200,8 @@ func TestBadInputIsRefusedAndSendsNothing(t *testing.T) {
 		{"ack", map[string]any{"record_id": "cyrec:00", "lease_id": ""}, "lease_id:"},
 		{"fail", map[string]any{"record_id": "cyrec:00", "lease_id": "L"}, `"error"`},
 		{"fail", map[string]any{"record_id": "cyrec:00", "lease_id": "L", "error": " "}, "error:"},
+		{"fail", map[string]any{"record_id": "cyrec:00", "lease_id": "L", "error": "x", "retry_after_ms": 5000}, "retry_after_ms: only with retryable"},
+		{"check_deliveries", map[string]any{"limit": 101}, "limit:"},
 		{"check_deliveries", map[string]any{"after": -1}, "after:"},
 	} {
 		if msg := callErr(t, ann, tc.tool, tc.args); !strings.Contains(msg, tc.field) {
@@ -268,10 +279,104 @@ func TestFailAndWaitingClaim(t *testing.T) {
 	if got.Message.Attempts != 1 {
 		t.Fatalf("the retried message says %d attempts, want 1", got.Message.Attempts)
 	}
+	// A message waiting out its retry is listed with when it comes back,
+	// and is not claimable before.
+	call(t, bob, "fail", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID,
+		"error": "rate limited", "retryable": true, "retry_after_ms": 600_000}, &out)
+	var inbox mcpserver.InboxOutput
+	call(t, bob, "check_inbox", nil, &inbox)
+	if len(inbox.Messages) != 1 || inbox.Messages[0].RetryAt == "" || inbox.Messages[0].RetryAt != out.RetryAt {
+		t.Fatalf("the inbox while the message waits out its retry: %+v (fail said %+v)", inbox, out)
+	}
+	call(t, bob, "claim", nil, &got)
+	if got.Claimed {
+		t.Fatalf("claimed a message before its retry: %+v", got)
+	}
+	call(t, srvAdminSession(t, srv, "did:agent:bob"), "claim", nil, &got)
+	if got.Claimed {
+		t.Fatalf("an admin's session claimed it before its retry: %+v", got)
+	}
+
+	// A failure that is not retryable dead-letters at once.
+	call(t, ann, "send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": "impossible"}, &sent)
+	call(t, bob, "claim", nil, &got)
+	if !got.Claimed || got.Message.MsgID != sent.MsgID {
+		t.Fatalf("claim of the second message = %+v", got)
+	}
 	call(t, bob, "fail", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID,
 		"error": "cannot be done"}, &out)
 	if out.State != string(model.Dead) {
 		t.Fatalf("permanent fail = %+v", out)
+	}
+}
+
+// srvAdminSession is a session for did with an admin's token.
+func srvAdminSession(t *testing.T, srv *testserver.Server, did string) *mcp.ClientSession {
+	t.Helper()
+	return session(t, srv.Admin, did)
+}
+
+// A msgcenter that stops answering does not hold a tool call for good:
+// each call gives up after its bound (the claim's wait plus a margin).
+func TestStalledServerBoundsToolCalls(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer stall.Close()
+	defer close(release)
+	srv, err := mcpserver.NewWithTimeout(client.New(stall.URL, "t"), "did:agent:ann", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, srv)
+	start := time.Now()
+	msg := callErr(t, cs, "claim", map[string]any{"wait_ms": 300})
+	if took := time.Since(start); took > 5*time.Second || !strings.Contains(msg, "did not answer") {
+		t.Fatalf("claim against a stalled server: %q after %v", msg, took)
+	}
+	if msg := callErr(t, cs, "send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": "x"}); !strings.Contains(msg, "did not answer") {
+		t.Fatalf("send against a stalled server: %q", msg)
+	}
+}
+
+// check_deliveries returns at most limit deliveries and moves its cursor
+// to the last one returned, so the next call goes on from there.
+func TestCheckDeliveriesPages(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	ctx := context.Background()
+	if _, err := srv.Admin.SetRoutes(ctx, "did:tg:carol", []model.ContactRoute{{TunnelDID: "did:tunnel:tg", Platform: "telegram", ChatID: "7"}}); err != nil {
+		t.Fatal(err)
+	}
+	tun := srv.Client(t, "did:tunnel:tg", model.RoleTunnel)
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	var ids []string
+	for i := range 3 {
+		var sent mcpserver.SendOutput
+		call(t, ann, "send_message", map[string]any{"to": []string{"did:tg:carol"}, "text": fmt.Sprintf("n%d", i)}, &sent)
+		held, err := tun.Next(ctx, "did:tunnel:tg", model.TunnelOutbox, nil)
+		if err != nil || held == nil {
+			t.Fatalf("the tunnel's claim: %+v, %v", held, err)
+		}
+		if _, err := tun.Ack(ctx, held.Record.RecordID, held.Record.Lease.ID, "x"); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, held.Record.RecordID)
+	}
+	var first, second mcpserver.DeliveriesOutput
+	call(t, ann, "check_deliveries", map[string]any{"limit": 2}, &first)
+	call(t, ann, "check_deliveries", map[string]any{"limit": 2, "after": first.NextAfter}, &second)
+	var got []string
+	for _, d := range append(first.Deliveries, second.Deliveries...) {
+		got = append(got, d.RecordID)
+	}
+	if !slices.Equal(got, ids) || len(first.Deliveries) != 2 || !first.More || second.More {
+		t.Fatalf("pages %+v then %+v; want the three deliveries %v, two then one", first, second, ids)
 	}
 }
 

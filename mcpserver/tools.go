@@ -27,11 +27,22 @@ const (
 	// Events read per check_deliveries call, at most: bounds one call on
 	// an old agent's long log; next_after lets the agent go on.
 	deliveryScan = 5_000
+	// callTimeout bounds each call to msgcenter (beyond a claim's own
+	// wait): a server or proxy that stops answering must not hold the
+	// agent's tool call for good.
+	callTimeout = 30 * time.Second
 )
+
+// bounded is ctx bounded for a call to msgcenter that may itself wait.
+func (t *tools) bounded(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, wait+t.timeout)
+}
 
 type tools struct {
 	c   *client.Client
 	did string
+	// timeout is callTimeout, shorter in tests.
+	timeout time.Duration
 }
 
 func (t *tools) register(s *mcp.Server) {
@@ -40,13 +51,14 @@ func (t *tools) register(s *mcp.Server) {
 		"Slack, mail, webhooks); check_deliveries later says whether that worked. Pass idempotency_key when the " +
 		"call may be repeated, so a retry does not send twice."}, t.send)
 	mcp.AddTool(s, &mcp.Tool{Name: "check_inbox", Description: "List unread messages in the inbox, oldest " +
-		"first, without taking them: they stay unread and claimable.",
+		"first, without taking them: they stay unread and claimable (one failed with a retry shows retry_at, " +
+		"when claim takes it again).",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.checkInbox)
 	mcp.AddTool(s, &mcp.Tool{Name: "claim", Description: "Take the next unread message of the inbox with a " +
 		"lease, waiting up to wait_ms for one to arrive. While the lease lasts no one else gets it; ack it when " +
 		"handled, or fail it to have it retried later. A lease that expires returns the message to the inbox."}, t.claim)
 	mcp.AddTool(s, &mcp.Tool{Name: "ack", Description: "Mark a claimed message as handled (read). Needs the " +
-		"record_id and lease_id that claim returned.", Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, t.ack)
+		"record_id and lease_id that claim returned."}, t.ack)
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Give back a claimed message that could not be handled. " +
 		"With retryable it returns to the inbox after a backoff (at least retry_after_ms); without, or after the " +
 		"last attempt, it is dead-lettered (DEAD) for a person to look at."}, t.fail)
@@ -116,6 +128,8 @@ func (t *tools) send(ctx context.Context, _ *mcp.CallToolRequest, in SendInput) 
 	if in.DelayMS > 0 {
 		req.DelayMS = &in.DelayMS
 	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
 	res, err := t.c.PostSend(ctx, req)
 	if err != nil {
 		return nil, out, refused("send_message", err)
@@ -156,6 +170,9 @@ type Message struct {
 	Machine  any    `json:"machine,omitempty"`
 	SentAt   string `json:"sent_at"`
 	Attempts int    `json:"attempts,omitempty"`
+	// RetryAt is set for a message failed with a retry that is not due
+	// yet: claim takes it from then on.
+	RetryAt string `json:"retry_at,omitempty"`
 }
 
 func (t *tools) checkInbox(ctx context.Context, _ *mcp.CallToolRequest, in InboxInput) (*mcp.CallToolResult, InboxOutput, error) {
@@ -167,6 +184,8 @@ func (t *tools) checkInbox(ctx context.Context, _ *mcp.CallToolRequest, in Inbox
 	if limit == 0 {
 		limit = defaultList
 	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
 	// One more than asked says whether more wait.
 	res, err := t.c.List(ctx, wire.ListQuery{Owner: t.did, Box: model.Inbox, States: []model.State{model.Unread},
 		Limit: limit + 1, WithObject: true})
@@ -178,7 +197,11 @@ func (t *tools) checkInbox(ctx context.Context, _ *mcp.CallToolRequest, in Inbox
 			out.More = true
 			break
 		}
-		out.Messages = append(out.Messages, readable(it))
+		m := readable(it)
+		if at := it.Record.Delivery.NextRetryAtMS; at > time.Now().UnixMilli() {
+			m.RetryAt = rfc3339(at)
+		}
+		out.Messages = append(out.Messages, m)
 	}
 	return nil, out, nil
 }
@@ -238,6 +261,8 @@ func (t *tools) claim(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput
 	if in.LeaseMS < 0 {
 		return nil, out, fmt.Errorf("lease_ms: %d must not be negative", in.LeaseMS)
 	}
+	ctx, cancel := t.bounded(ctx, time.Duration(in.WaitMS)*time.Millisecond)
+	defer cancel()
 	got, err := t.c.Next(ctx, t.did, model.Inbox, &wire.NextRequest{WaitMS: in.WaitMS, LeaseMS: in.LeaseMS})
 	if err != nil {
 		return nil, out, refused("claim", err)
@@ -272,9 +297,11 @@ func (t *tools) ack(ctx context.Context, _ *mcp.CallToolRequest, in AckInput) (*
 	if err := held(in.RecordID, in.LeaseID); err != nil {
 		return nil, Outcome{}, err
 	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
 	got, err := t.c.Ack(ctx, in.RecordID, in.LeaseID, "")
 	if err != nil {
-		return nil, Outcome{}, refused("ack", err)
+		return nil, Outcome{}, t.notHeld(ctx, "ack", in.RecordID, err)
 	}
 	return nil, outcome(got.Record), nil
 }
@@ -298,12 +325,40 @@ func (t *tools) fail(ctx context.Context, _ *mcp.CallToolRequest, in FailInput) 
 	if in.RetryAfterMS < 0 {
 		return nil, Outcome{}, fmt.Errorf("retry_after_ms: %d must not be negative", in.RetryAfterMS)
 	}
+	if in.RetryAfterMS > 0 && !in.Retryable {
+		return nil, Outcome{}, errors.New("retry_after_ms: only with retryable: true (a failure that is not retryable is dead-lettered at once)")
+	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
 	got, err := t.c.Fail(ctx, in.RecordID, in.LeaseID, wire.DeliveryResult{ErrorMessage: in.Error,
-		Retryable: in.Retryable || in.RetryAfterMS > 0, RetryAfterMS: in.RetryAfterMS})
+		Retryable: in.Retryable, RetryAfterMS: in.RetryAfterMS})
 	if err != nil {
-		return nil, Outcome{}, refused("fail", err)
+		return nil, Outcome{}, t.notHeld(ctx, "fail", in.RecordID, err)
 	}
 	return nil, outcome(got.Record), nil
+}
+
+// notHeld is the error of an ack or fail that err refused: when the lease
+// no longer holds the record, what became of it (an agent told only "lost"
+// might do again what is done already).
+func (t *tools) notHeld(ctx context.Context, tool, recordID string, err error) error {
+	if !errors.Is(err, model.ErrLeaseLost) {
+		return refused(tool, err)
+	}
+	rec, gerr := t.c.GetRecord(ctx, recordID, false)
+	if gerr != nil {
+		return refused(tool, err)
+	}
+	switch st := rec.Record.State; {
+	case st == model.DoneState(rec.Record.BoxKind):
+		return fmt.Errorf("%s: the message is done already (%s); nothing to do", tool, st)
+	case st == model.Dead:
+		return fmt.Errorf("%s: the message is DEAD (dead-lettered) now; this claim no longer holds it", tool)
+	case st == model.HeldState(rec.Record.BoxKind):
+		return fmt.Errorf("%s: this claim's lease expired and another claim holds the message now; leave it to that one", tool)
+	default:
+		return fmt.Errorf("%s: this claim's lease expired and the message went back to the inbox (%s); claim it again to work it", tool, st)
+	}
 }
 
 func held(recordID, leaseID string) error {
@@ -327,6 +382,7 @@ func outcome(r model.Record) Outcome {
 // DeliveriesInput is check_deliveries' input.
 type DeliveriesInput struct {
 	After int64 `json:"after,omitempty" jsonschema:"next_after of the last call; 0 reads from the beginning"`
+	Limit int   `json:"limit,omitempty" jsonschema:"how many deliveries at most, 1 to 100 (default 10)"`
 }
 
 // DeliveriesOutput are the delivery events after the cursor.
@@ -352,6 +408,15 @@ func (t *tools) checkDeliveries(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if in.After < 0 {
 		return nil, out, fmt.Errorf("after: %d must not be negative", in.After)
 	}
+	if in.Limit < 0 || in.Limit > maxList {
+		return nil, out, fmt.Errorf("limit: %d is out of range 1..%d", in.Limit, maxList)
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = defaultList
+	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
 	const page = 1000
 	for read := 0; read < deliveryScan; read += page {
 		res, err := t.c.Events(ctx, wire.EventQuery{After: out.NextAfter, Owner: t.did, Limit: page})
@@ -359,16 +424,24 @@ func (t *tools) checkDeliveries(ctx context.Context, _ *mcp.CallToolRequest, in 
 			return nil, out, refused("check_deliveries", err)
 		}
 		for _, e := range res.Items {
-			if strings.HasPrefix(e.Type, "delivery.") {
-				out.Deliveries = append(out.Deliveries, DeliveryEvent{Event: e.Type, RecordID: e.RecordID,
-					MsgID: e.MsgID, At: rfc3339(e.AtMS), Detail: e.Detail})
+			if !strings.HasPrefix(e.Type, "delivery.") {
+				out.NextAfter = e.EventID
+				continue
 			}
+			if len(out.Deliveries) == limit {
+				// The cursor stays on the last one returned.
+				out.More = true
+				return nil, out, nil
+			}
+			out.NextAfter = e.EventID
+			out.Deliveries = append(out.Deliveries, DeliveryEvent{Event: e.Type, RecordID: e.RecordID,
+				MsgID: e.MsgID, At: rfc3339(e.AtMS), Detail: e.Detail})
 		}
-		out.NextAfter = res.NextAfter
 		if len(res.Items) < page {
 			return nil, out, nil
 		}
 	}
+	// A bound on the events read per call, not on what is left: call again.
 	out.More = true
 	return nil, out, nil
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,10 +38,14 @@ A client configuration (Claude Desktop, Claude Code, and others):
 				return err
 			}
 			ctx := cmd.Context()
-			if err := c.Health(ctx); err != nil {
+			// A server that accepts but never answers must not keep the
+			// runtime waiting on a subprocess that never starts.
+			check, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			if err := c.Health(check); err != nil {
 				return fmt.Errorf("msgcenter at %s does not answer: %w", g.Server, err)
 			}
-			me, err := c.WhoAmI(ctx)
+			me, err := c.WhoAmI(check)
 			if err != nil {
 				return err
 			}
