@@ -67,8 +67,17 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	// A retry after some pieces went out sends only the rest (the failed
 	// attempt's error message says how far it got).
 	from, first := resumeAt(d.Record.Delivery.ErrorMessage, len(parts))
+	migrated := false
 	for i := from; i < len(parts); i++ {
 		m, err := s.Bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, Text: parts[i]})
+		var moved *bot.MigrateError
+		if err != nil && !migrated && errors.As(err, &moved) && moved.MigrateToChatID != 0 {
+			// The group became a supergroup with a new id: the answer
+			// goes there. The route keeps the old id until the person
+			// writes again from the new chat, which sets it anew.
+			migrated, chat = true, strconv.Itoa(moved.MigrateToChatID)
+			m, err = s.Bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, Text: parts[i]})
+		}
 		if err != nil {
 			err = classify(err, s.Bot.Token())
 			var e *tunnel.Error
@@ -107,7 +116,7 @@ func classify(err error, token string) error {
 	case errors.As(err, &tooMany):
 		return tunnel.Retry("429", msg, time.Duration(tooMany.RetryAfter)*time.Second)
 	case errors.As(err, &migrated):
-		return tunnel.Permanent("400", fmt.Sprintf("%s; the group is now chat %d: set the route's chat_id to it", msg, migrated.MigrateToChatID))
+		return tunnel.Permanent("400", fmt.Sprintf("%s; the group is now chat %d, which refused it too", msg, migrated.MigrateToChatID))
 	case errors.Is(err, bot.ErrorForbidden):
 		return tunnel.Permanent("403", msg)
 	case errors.Is(err, bot.ErrorBadRequest):

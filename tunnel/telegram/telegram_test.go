@@ -246,4 +246,20 @@ func TestOutbound(t *testing.T) {
 	if d := srv.Record(t, blocked).Delivery; d.ErrorCode != "403" || !strings.Contains(d.ErrorMessage, "blocked") {
 		t.Fatalf("dead record %+v", d)
 	}
+
+	// A group that became a supergroup gets the answer at its new id.
+	if _, err := tun.SetRoutes(ctx, "did:telegram:7", []model.ContactRoute{{ChatID: "-100"}}); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	fake.sent = nil
+	fake.answers = []string{`{"ok":false,"error_code":400,"description":"Bad Request: group chat was upgraded to a supergroup chat","parameters":{"migrate_to_chat_id":-1001234}}`}
+	fake.mu.Unlock()
+	moved := srv.Reply(t, agentDID, "did:telegram:7", "", "to the group")
+	testserver.WaitFor(t, "the message to a migrated group SENT", func() bool { return srv.Record(t, moved).State == model.Sent })
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.sent) != 2 || fake.sent[0].chatID != "-100" || fake.sent[1].chatID != "-1001234" || fake.sent[1].text != "to the group" {
+		t.Fatalf("sent %+v; want the old chat refused, then the new one", fake.sent)
+	}
 }
