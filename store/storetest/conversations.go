@@ -14,6 +14,7 @@ func conversationTests() []testCase {
 		{"UpdatedByApply", testConversationsApply},
 		{"OnlyConversationBoxes", testConversationsBoxes},
 		{"UnreadCountFollowsTransitions", testConversationsUnread},
+		{"ForgetPurgedLastRecord", testConversationsPurged},
 	}
 }
 
@@ -250,5 +251,40 @@ func testConversationsUnread(t *testing.T, s store.Store) {
 	check("failed update")
 	if got := mustConv(t, s, alice, th).UnreadCount; got != 5 {
 		t.Fatalf("final unread_count = %d, want 5", got)
+	}
+}
+
+// A conversation whose last record retention deletes no longer names it
+// (nor its message): its last_record_id and last_msg_id are empty, the rest
+// stays. One whose older records go, but not its last, is unchanged.
+func testConversationsPurged(t *testing.T, s store.Store) {
+	const erin, gone, kept = "did:test:erin", "chat:purged", "chat:kept"
+	read := func(r model.Record) {
+		t.Helper()
+		mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Unread, To: model.Readed, NowMS: oldMS + 10})
+	}
+	for i, th := range []string{gone, gone, kept} {
+		m := msgID(fmt.Sprintf("conv-purge-%d", i))
+		r := newRec(erin, model.Inbox, m, oldMS+int64(i), withThread(th))
+		mustApply(t, s, newPlan(m, oldMS+int64(i), r))
+		read(r)
+	}
+	m := msgID("conv-purge-fresh")
+	fresh := newRec(erin, model.Inbox, m, freshMS, withThread(kept))
+	mustApply(t, s, newPlan(m, freshMS, fresh))
+	before := mustConv(t, s, erin, gone)
+	keptBefore := mustConv(t, s, erin, kept)
+
+	res := mustPurge(t, s, store.PurgeParams{NowMS: purgeMS, MessagesBeforeMS: purgeMS, Limit: 100,
+		TerminalBeforeMS: map[model.BoxKind]int64{model.Inbox: cutMS}})
+	if res.Records[model.Inbox] != 3 {
+		t.Fatalf("purge removed %v, want 3 INBOX records", res.Records)
+	}
+	want := before
+	want.LastRecordID, want.LastMsgID = "", ""
+	requireConv(t, mustConv(t, s, erin, gone), want, "the conversation whose records all went")
+	requireConv(t, mustConv(t, s, erin, kept), keptBefore, "the conversation whose last record stayed")
+	if keptBefore.LastRecordID != fresh.RecordID {
+		t.Fatalf("the kept conversation names %s, want the fresh record %s", keptBefore.LastRecordID, fresh.RecordID)
 	}
 }
