@@ -6,6 +6,9 @@
 -- a client following it got "not found". Now the record's deletion
 -- clears the two names (the thread, its last seq, unread count and time
 -- stay): an empty last_record_id says the last message was removed.
+-- Conversations that lost their last record before this migration keep
+-- naming it: finding them means a lookup per conversation, and those
+-- named under record ids older than 0005's are not found by their id.
 --
 -- Like records_keep_seq (0006), this trigger must see every deletion: a
 -- migration that rebuilds records must create it again.
