@@ -140,7 +140,10 @@ type tgMessage struct {
 	Date      int64  `json:"date"`
 	Text      string `json:"text"`
 	Caption   string `json:"caption"`
-	From      *struct {
+	// ThreadID is the forum topic of a message in one.
+	ThreadID       int64 `json:"message_thread_id"`
+	IsTopicMessage bool  `json:"is_topic_message"`
+	From           *struct {
 		ID    int64 `json:"id"`
 		IsBot bool  `json:"is_bot"`
 	} `json:"from"`
@@ -197,14 +200,20 @@ func Event(raw json.RawMessage) (*tunnel.Event, error) {
 	if text == "" {
 		text = m.Caption
 	}
-	return &tunnel.Event{
+	ev := &tunnel.Event{
 		ID:      strconv.Itoa(m.MessageID),
 		From:    tunnel.SenderDID(Platform, strconv.FormatInt(m.From.ID, 10)),
 		ChatID:  strconv.FormatInt(m.Chat.ID, 10),
 		Text:    text,
 		Machine: machine,
 		At:      time.Unix(m.Date, 0),
-	}, nil
+	}
+	if m.IsTopicMessage && m.ThreadID != 0 {
+		// In a forum's topic, the answer goes to that topic, not to its
+		// General one.
+		ev.ReplyChatID = ev.ChatID + topicSep + strconv.FormatInt(m.ThreadID, 10)
+	}
+	return ev, nil
 }
 
 // apiError is an answer of the Bot API that is not ok.

@@ -49,12 +49,19 @@ func NewBot(ctx context.Context, token, apiURL string) (*bot.Bot, error) {
 // Send sends one delivery. A text longer than Telegram takes goes as
 // several messages, in order; the first one's id is the external id.
 func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
-	chat := d.Route.ChatID
+	chat, topic, hasTopic := strings.Cut(d.Route.ChatID, topicSep)
 	if chat == "" {
 		chat = d.Route.Address
 	}
 	if _, err := strconv.ParseInt(chat, 10, 64); err != nil && !strings.HasPrefix(chat, "@") {
 		return "", tunnel.Permanent("bad_chat_id", fmt.Sprintf("route chat_id %q is neither a Telegram chat id nor an @channel", chat))
+	}
+	var thread int
+	if hasTopic {
+		var err error
+		if thread, err = strconv.Atoi(topic); err != nil || thread <= 0 {
+			return "", tunnel.Permanent("bad_chat_id", fmt.Sprintf("route chat_id %q: the forum topic after %q is no message_thread_id", d.Route.ChatID, topicSep))
+		}
 	}
 	text := d.Msg.Content.Content
 	if t := d.Msg.Content.Title; t != "" {
@@ -69,14 +76,14 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	from, first := resumeAt(d.Record.Delivery.ErrorMessage, len(parts))
 	migrated := false
 	for i := from; i < len(parts); i++ {
-		m, err := s.Bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, Text: parts[i]})
+		m, err := s.Bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, MessageThreadID: thread, Text: parts[i]})
 		var moved *bot.MigrateError
 		if err != nil && !migrated && errors.As(err, &moved) && moved.MigrateToChatID != 0 {
 			// The group became a supergroup with a new id: the answer
 			// goes there. The route keeps the old id until the person
 			// writes again from the new chat, which sets it anew.
 			migrated, chat = true, strconv.Itoa(moved.MigrateToChatID)
-			m, err = s.Bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, Text: parts[i]})
+			m, err = s.Bot.SendMessage(ctx, &bot.SendMessageParams{ChatID: chat, MessageThreadID: thread, Text: parts[i]})
 		}
 		if err != nil {
 			err = classify(err, s.Bot.Token())
@@ -92,6 +99,10 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	}
 	return first, nil
 }
+
+// topicSep joins a chat and a forum topic in a route's chat_id
+// (-1001234/56): the answer goes to that topic.
+const topicSep = "/"
 
 // resumeAt reads "[sent N/M ID]" from a failed attempt's error message:
 // the first N of M pieces went out, the first of them as message ID.

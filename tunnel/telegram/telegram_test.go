@@ -42,7 +42,7 @@ type fakeBot struct {
 	answers   []string // sendMessage answers, JSON; then ok
 }
 
-type sentMsg struct{ chatID, text string }
+type sentMsg struct{ chatID, text, thread string }
 
 func (f *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	method, ok := strings.CutPrefix(r.URL.Path, "/bot"+botToken+"/")
@@ -78,7 +78,7 @@ func (f *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.sent = append(f.sent, sentMsg{r.FormValue("chat_id"), r.FormValue("text")})
+		f.sent = append(f.sent, sentMsg{r.FormValue("chat_id"), r.FormValue("text"), r.FormValue("message_thread_id")})
 		if len(f.answers) > 0 {
 			a := f.answers[0]
 			f.answers = f.answers[1:]
@@ -258,8 +258,48 @@ func TestOutbound(t *testing.T) {
 	moved := srv.Reply(t, agentDID, "did:telegram:7", "", "to the group")
 	testserver.WaitFor(t, "the message to a migrated group SENT", func() bool { return srv.Record(t, moved).State == model.Sent })
 	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	if len(fake.sent) != 2 || fake.sent[0].chatID != "-100" || fake.sent[1].chatID != "-1001234" || fake.sent[1].text != "to the group" {
-		t.Fatalf("sent %+v; want the old chat refused, then the new one", fake.sent)
+	sent = fake.sent
+	fake.sent = nil
+	fake.mu.Unlock()
+	if len(sent) != 2 || sent[0].chatID != "-100" || sent[1].chatID != "-1001234" || sent[1].text != "to the group" {
+		t.Fatalf("sent %+v; want the old chat refused, then the new one", sent)
+	}
+
+	// A route into a forum topic posts there; one whose topic is no
+	// number is DEAD, not sent to the General topic.
+	if _, err := tun.SetRoutes(ctx, "did:telegram:8", []model.ContactRoute{{ChatID: "-1001234/56"}}); err != nil {
+		t.Fatal(err)
+	}
+	topic := srv.Reply(t, agentDID, "did:telegram:8", "", "in the topic")
+	testserver.WaitFor(t, "the topic's message SENT", func() bool { return srv.Record(t, topic).State == model.Sent })
+	if _, err := tun.SetRoutes(ctx, "did:telegram:9", []model.ContactRoute{{ChatID: "-1001234/general"}}); err != nil {
+		t.Fatal(err)
+	}
+	bad := srv.Reply(t, agentDID, "did:telegram:9", "", "nowhere")
+	testserver.WaitFor(t, "the bad topic's message DEAD", func() bool { return srv.Record(t, bad).State == model.Dead })
+	fake.mu.Lock()
+	sent = fake.sent
+	fake.mu.Unlock()
+	if len(sent) != 1 || sent[0] != (sentMsg{"-1001234", "in the topic", "56"}) {
+		t.Fatalf("sent %+v; want the topic's message alone", sent)
+	}
+}
+
+// A message in a forum topic is answered in that topic; a reply in an
+// ordinary group (which Telegram also gives a message_thread_id) is
+// answered in the chat.
+func TestEventTopics(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		msg, chat, reply string
+	}{
+		{`{"message_id":9,"date":1,"text":"hi","message_thread_id":56,"is_topic_message":true,"from":{"id":5,"is_bot":false},"chat":{"id":-1001234,"type":"supergroup","is_forum":true}}`, "-1001234", "-1001234/56"},
+		{`{"message_id":9,"date":1,"text":"re","message_thread_id":7,"reply_to_message":{"message_id":7,"date":1,"chat":{"id":-5,"type":"supergroup"}},"from":{"id":5,"is_bot":false},"chat":{"id":-5,"type":"supergroup"}}`, "-5", ""},
+		{`{"message_id":9,"date":1,"text":"dm","from":{"id":5,"is_bot":false},"chat":{"id":5,"type":"private"}}`, "5", ""},
+	} {
+		ev, err := telegram.Event(json.RawMessage(tc.msg))
+		if err != nil || ev == nil || ev.ChatID != tc.chat || ev.ReplyChatID != tc.reply {
+			t.Errorf("Event(%s) = %+v, %v; want chat %s, reply chat %q", tc.msg, ev, err, tc.chat, tc.reply)
+		}
 	}
 }
