@@ -112,7 +112,7 @@ func TestToolsAreListed(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"ack", "check_deliveries", "check_inbox", "claim", "fail", "send_message"}
+	want := []string{"ack", "check_deliveries", "check_inbox", "claim", "fail", "read_group", "send_message"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
@@ -202,6 +202,8 @@ func TestBadInputIsRefusedAndSendsNothing(t *testing.T) {
 		{"fail", map[string]any{"record_id": "cyrec:00", "lease_id": "L", "error": " "}, "error:"},
 		{"fail", map[string]any{"record_id": "cyrec:00", "lease_id": "L", "error": "x", "retry_after_ms": 5000}, "retry_after_ms: only with retryable"},
 		{"check_deliveries", map[string]any{"limit": 101}, "limit:"},
+		{"read_group", map[string]any{"group": ""}, "group: is required"},
+		{"read_group", map[string]any{"group": "did:group:g", "after_seq": -1}, "after_seq:"},
 		{"check_deliveries", map[string]any{"after": -1}, "after:"},
 	} {
 		if msg := callErr(t, ann, tc.tool, tc.args); !strings.Contains(msg, tc.field) {
@@ -459,5 +461,44 @@ func TestToolsKeepTheTokensScope(t *testing.T) {
 	}
 	if msg := callErr(t, mallory, "send_message", map[string]any{"to": []string{"did:agent:ann"}, "text": "as bob"}); !strings.Contains(msg, "forbidden") {
 		t.Fatalf("sending as bob with mallory's token: %q", msg)
+	}
+}
+
+// A group that keeps its messages in its own log (group delivery) is read
+// with read_group, page by page; a non-member may not read it.
+func TestReadGroup(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	if _, err := srv.Admin.SetGroup(context.Background(), "did:group:log", &wire.SubscribersRequest{
+		Subscribers: []string{"did:agent:ann", "did:agent:bob"}, Delivery: model.DeliverToGroup}); err != nil {
+		t.Fatal(err)
+	}
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	bob := session(t, srv.Client(t, "did:agent:bob", model.RoleAgent), "did:agent:bob")
+	for _, text := range []string{"one", "two", "three"} {
+		var sent mcpserver.SendOutput
+		call(t, ann, "send_message", map[string]any{"group": "did:group:log", "text": text}, &sent)
+	}
+	var inbox mcpserver.InboxOutput
+	call(t, bob, "check_inbox", nil, &inbox)
+	if len(inbox.Messages) != 0 {
+		t.Fatalf("a group-delivery post reached bob's inbox: %+v", inbox)
+	}
+	var first, second mcpserver.GroupOutput
+	call(t, bob, "read_group", map[string]any{"group": "did:group:log", "limit": 2}, &first)
+	call(t, bob, "read_group", map[string]any{"group": "did:group:log", "after_seq": first.NextAfterSeq}, &second)
+	var got []string
+	for _, m := range append(first.Messages, second.Messages...) {
+		got = append(got, m.Text)
+		if m.From != "did:agent:ann" || m.Group != "did:group:log" {
+			t.Fatalf("a group message reads %+v", m)
+		}
+	}
+	if strings.Join(got, " ") != "one two three" || !first.More || second.More {
+		t.Fatalf("pages %+v then %+v", first, second)
+	}
+	mallory := session(t, srv.Client(t, "did:agent:mallory", model.RoleAgent), "did:agent:mallory")
+	if msg := callErr(t, mallory, "read_group", map[string]any{"group": "did:group:log"}); !strings.Contains(msg, "forbidden") {
+		t.Fatalf("a non-member reading the group: %q", msg)
 	}
 }

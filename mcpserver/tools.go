@@ -62,6 +62,10 @@ func (t *tools) register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Give back a claimed message that could not be handled. " +
 		"With retryable it returns to the inbox after a backoff (at least retry_after_ms); without, or after the " +
 		"last attempt, it is dead-lettered (DEAD) for a person to look at."}, t.fail)
+	mcp.AddTool(s, &mcp.Tool{Name: "read_group", Description: "Read a group's log: its messages in order, after " +
+		"the cursor of the last call (next_after_seq). A group that keeps its messages in its log instead of " +
+		"copying them into each member's inbox is read only this way. Reading takes nothing from anyone.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readGroup)
 	mcp.AddTool(s, &mcp.Tool{Name: "check_deliveries", Description: "Say which messages sent through tunnels " +
 		"were delivered (delivery.sent), failed for good (delivery.dead) or are tried again (delivery.redriven), " +
 		"after the cursor of the last call (next_after).",
@@ -377,6 +381,54 @@ func outcome(r model.Record) Outcome {
 		o.RetryAt = rfc3339(r.Delivery.NextRetryAtMS)
 	}
 	return o
+}
+
+// GroupInput is read_group's input.
+type GroupInput struct {
+	Group    string `json:"group" jsonschema:"the group's DID; the agent must be one of its members"`
+	AfterSeq int64  `json:"after_seq,omitempty" jsonschema:"next_after_seq of the last call; 0 reads from the beginning"`
+	Limit    int    `json:"limit,omitempty" jsonschema:"how many messages at most, 1 to 100 (default 10)"`
+}
+
+// GroupOutput is a page of a group's log.
+type GroupOutput struct {
+	Messages []Message `json:"messages"`
+	// NextAfterSeq is the cursor for the next call.
+	NextAfterSeq int64 `json:"next_after_seq"`
+	More         bool  `json:"more"`
+}
+
+func (t *tools) readGroup(ctx context.Context, _ *mcp.CallToolRequest, in GroupInput) (*mcp.CallToolResult, GroupOutput, error) {
+	out := GroupOutput{Messages: []Message{}, NextAfterSeq: in.AfterSeq}
+	if err := message.CheckDID("group", in.Group, true); err != nil {
+		return nil, out, err // "group: …"
+	}
+	if in.AfterSeq < 0 {
+		return nil, out, fmt.Errorf("after_seq: %d must not be negative", in.AfterSeq)
+	}
+	if in.Limit < 0 || in.Limit > maxList {
+		return nil, out, fmt.Errorf("limit: %d is out of range 1..%d", in.Limit, maxList)
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = defaultList
+	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
+	res, err := t.c.Sync(ctx, wire.SyncQuery{Owner: in.Group, Box: model.GroupInbox, AfterSeq: in.AfterSeq,
+		Limit: limit + 1, WithObject: true})
+	if err != nil {
+		return nil, out, refused("read_group", err)
+	}
+	for i, it := range res.Items {
+		if i == limit {
+			out.More = true
+			break
+		}
+		out.Messages = append(out.Messages, readable(it))
+		out.NextAfterSeq = it.Record.Seq
+	}
+	return nil, out, nil
 }
 
 // DeliveriesInput is check_deliveries' input.

@@ -18,8 +18,8 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Short: "Serve an agent's mailbox as MCP tools on stdin/stdout, for AI agent runtimes",
 		Long: `Serve an agent's mailbox as Model Context Protocol tools on stdin and stdout:
 send_message (now or after delay_ms, to DIDs or a group), check_inbox, claim,
-ack, fail and check_deliveries. An agent runtime starts it as a subprocess; the
-tools act for the token's DID, with its rights and nothing more.
+ack, fail, check_deliveries and read_group. An agent runtime starts it as a
+subprocess; the tools act for the token's DID, with its rights and nothing more.
 
 Give it the agent's own token (msgcenter token create --did DID). With an
 admin's token, --did says whom to act for.
