@@ -333,7 +333,7 @@ func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS in
 		if tag.RowsAffected() == 0 {
 			return model.NotFound("consumer")
 		}
-		rows, err := tx.Query(ctx, `DELETE FROM records WHERE owner = $1 AND box = $2 RETURNING box, msg_id`, owner, box)
+		rows, err := tx.Query(ctx, `DELETE FROM records WHERE owner = $1 AND box = $2 RETURNING box, msg_id, owner, thread_key, record_id`, owner, box)
 		if err != nil {
 			return fail("delete consumer records", err)
 		}

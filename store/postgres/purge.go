@@ -53,7 +53,7 @@ var sqlPurgeTerminal = `DELETE FROM records WHERE record_id IN (
 		ORDER BY r.updated_at_ms
 		LIMIT $4
 		FOR UPDATE SKIP LOCKED)
-	RETURNING box, msg_id`
+	RETURNING box, msg_id, owner, thread_key, record_id`
 
 // sqlPurgeGroupLog deletes at most $2 records of groups' logs
 // (GROUP_INBOX) last changed before $1, whatever their state unless held,
@@ -66,7 +66,7 @@ var sqlPurgeGroupLog = `DELETE FROM records WHERE record_id IN (
 		ORDER BY r.updated_at_ms
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED)
-	RETURNING box, msg_id, owner, thread_key, state`
+	RETURNING box, msg_id, owner, thread_key, record_id, state`
 
 // deleteGroupLog deletes what sqlPurgeGroupLog selects and takes the
 // unread ones out of their conversations' counts (as deltas, which lock
@@ -81,9 +81,9 @@ func deleteGroupLog(ctx context.Context, tx pgx.Tx, beforeMS int64, limit int) (
 	var owners, threads []string
 	var deltas []int64
 	at := map[[2]string]int{}
-	var box, msg, owner, thread, state string
-	_, err = pgx.ForEachRow(rows, []any{&box, &msg, &owner, &thread, &state}, func() error {
-		out = append(out, goneRecord{box: model.BoxKind(box), msgID: msg})
+	var box, msg, owner, thread, recordID, state string
+	_, err = pgx.ForEachRow(rows, []any{&box, &msg, &owner, &thread, &recordID, &state}, func() error {
+		out = append(out, goneRecord{box: model.BoxKind(box), msgID: msg, owner: owner, thread: thread, recordID: recordID})
 		if thread == "" || !model.State(state).IsUnread() {
 			return nil
 		}
@@ -118,7 +118,7 @@ var sqlPurgeAcked = `DELETE FROM records WHERE record_id IN (
 			AND NOT ` + unexamined + `
 		LIMIT $2
 		FOR UPDATE OF r SKIP LOCKED)
-	RETURNING box, msg_id`
+	RETURNING box, msg_id, owner, thread_key, record_id`
 
 // sqlPurgeKeys deletes at most $2 idempotency keys bound before $1,
 // oldest first along idempotency_age.
@@ -160,9 +160,10 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			s.bodies.ForgetAll() // and inside the transaction (package bodies)
 		}
 	}()
+	var gone goneRecords
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = store.PurgeResult{}
-		var gone goneRecords
+		gone = nil
 		if len(fams) > 0 {
 			rows, err := tx.Query(ctx, sqlPurgeTerminal, fams, cuts, maxCut, limit)
 			if err != nil {
@@ -242,6 +243,7 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 	if err != nil {
 		return store.PurgeResult{}, err
 	}
+	s.forgetInConversations(ctx, gone)
 	return res, nil
 }
 
@@ -249,6 +251,8 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 type goneRecord struct {
 	box   model.BoxKind
 	msgID string
+	// owner, thread and recordID find the conversation that may name it.
+	owner, thread, recordID string
 }
 
 type goneRecords []goneRecord
@@ -263,13 +267,50 @@ func (g goneRecords) msgIDs() []string {
 	return slices.Compact(ids)
 }
 
-// collectGone reads the rows of a DELETE ... RETURNING box, msg_id.
+// collectGone reads the rows of a DELETE ... RETURNING box, msg_id,
+// owner, thread_key, record_id.
 func collectGone(rows pgx.Rows) (goneRecords, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (goneRecord, error) {
-		var box, msg string
-		err := row.Scan(&box, &msg)
-		return goneRecord{box: model.BoxKind(box), msgID: msg}, err
+		var g goneRecord
+		var box string
+		err := row.Scan(&box, &g.msgID, &g.owner, &g.thread, &g.recordID)
+		g.box = model.BoxKind(box)
+		return g, err
 	})
+}
+
+// sqlForgetInConversations clears the last message of the conversations
+// that name a record that is gone ($1, $2, $3: owners, threads, record
+// ids). SKIP LOCKED: a conversation a send holds is being pointed at the
+// send's new record, and retention must not wait for writers.
+const sqlForgetInConversations = `UPDATE conversations SET last_record_id = '', last_msg_id = ''
+	WHERE (owner, thread_key) IN (
+		SELECT c.owner, c.thread_key FROM conversations c
+		JOIN unnest($1::text[], $2::text[], $3::text[]) AS g(owner, thread_key, record_id)
+			ON c.owner = g.owner AND c.thread_key = g.thread_key AND c.last_record_id = g.record_id
+		FOR UPDATE OF c SKIP LOCKED)`
+
+// forgetInConversations runs sqlForgetInConversations for the records
+// retention deleted, after its transaction: a conversation must not send
+// its reader to a record (and, usually, a message) that no longer exists.
+// The thread, its last seq, unread count and time stay; an empty
+// last_record_id says the last message was removed. Its own statement, so
+// that the rows it locks are held for no longer than it runs; a failure
+// leaves names of deleted records, which is what it would prevent, so it
+// is logged, not returned.
+func (s *Store) forgetInConversations(ctx context.Context, gone goneRecords) {
+	var owners, threads, ids []string
+	for _, g := range gone {
+		if g.thread != "" && g.box.HasConversations() {
+			owners, threads, ids = append(owners, g.owner), append(threads, g.thread), append(ids, g.recordID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if _, err := s.pool.Exec(ctx, sqlForgetInConversations, owners, threads, ids); err != nil {
+		s.log.Warn("postgres: purge: conversations keep naming records retention deleted", "records", len(ids), "err", err)
+	}
 }
 
 // sqlLockOrphans locks, among $1, the bodies that look unreferenced and

@@ -197,7 +197,7 @@ func (s *Store) DeleteConsumer(ctx context.Context, owner, name string, nowMS in
 		if n == 0 {
 			return model.NotFound("consumer")
 		}
-		gone, err := deleteRecords(ctx, tx, `DELETE FROM records WHERE owner = ? AND box = ? RETURNING box, msg_id`,
+		gone, err := deleteRecords(ctx, tx, `DELETE FROM records WHERE owner = ? AND box = ? RETURNING box, msg_id, owner, thread_key, record_id`,
 			owner, string(model.ConsumerBox(name)))
 		if err != nil {
 			return fmt.Errorf("sqlite: delete consumer: %w", err)

@@ -38,6 +38,8 @@ const unexamined = `EXISTS (SELECT 1 FROM consumers c
 type goneRecord struct {
 	box   model.BoxKind
 	msgID string
+	// owner, thread and recordID find the conversation that may name it.
+	owner, thread, recordID string
 }
 
 type goneRecords []goneRecord
@@ -52,7 +54,8 @@ func (g goneRecords) msgIDs() []string {
 	return slices.Compact(ids)
 }
 
-// deleteRecords runs a DELETE … RETURNING box, msg_id and collects the rows.
+// deleteRecords runs a DELETE … RETURNING box, msg_id, owner, thread_key,
+// record_id and collects the rows.
 func deleteRecords(ctx context.Context, tx *sql.Tx, q string, args ...any) (goneRecords, error) {
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -61,13 +64,41 @@ func deleteRecords(ctx context.Context, tx *sql.Tx, q string, args ...any) (gone
 	defer rows.Close()
 	var out goneRecords
 	for rows.Next() {
-		var box, msg string
-		if err := rows.Scan(&box, &msg); err != nil {
+		var g goneRecord
+		var box string
+		if err := rows.Scan(&box, &g.msgID, &g.owner, &g.thread, &g.recordID); err != nil {
 			return nil, err
 		}
-		out = append(out, goneRecord{box: model.BoxKind(box), msgID: msg})
+		g.box = model.BoxKind(box)
+		out = append(out, g)
 	}
 	return out, rows.Err()
+}
+
+// forgetInConversations clears the last message of the conversations that
+// name a record that is gone: a conversation must not send its reader to
+// a record (and, usually, a message) that no longer exists. The thread, its
+// last seq, unread count and time stay; an empty last_record_id says the
+// last message was removed.
+func forgetInConversations(ctx context.Context, tx *sql.Tx, gone goneRecords) error {
+	var stmt *sql.Stmt
+	for _, g := range gone {
+		if g.thread == "" || !g.box.HasConversations() {
+			continue
+		}
+		if stmt == nil {
+			var err error
+			if stmt, err = tx.PrepareContext(ctx, `UPDATE conversations SET last_record_id = '', last_msg_id = ''
+				WHERE owner = ? AND thread_key = ? AND last_record_id = ?`); err != nil {
+				return err
+			}
+			defer stmt.Close()
+		}
+		if _, err := stmt.ExecContext(ctx, g.owner, g.thread, g.recordID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deleteOrphanBodies deletes, among ids, the bodies that no record and no
@@ -209,7 +240,7 @@ func terminalQuery(cutoffs map[model.BoxKind]int64, limit int) (string, []any) {
 			AND r.updated_at_ms < (CASE ` + familyExpr + b.String() + ` END)
 			AND NOT ` + unexamined + `
 		ORDER BY r.updated_at_ms LIMIT ?)
-		RETURNING box, msg_id`, args
+		RETURNING box, msg_id, owner, thread_key, record_id`, args
 }
 
 // ackedQuery is the DELETE of at most limit records of consumers' boxes at
@@ -219,7 +250,7 @@ const ackedQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM cons
 		JOIN records r ON r.owner = k.owner AND r.box = 'CONSUMER:' || k.name AND r.seq <= k.acked_seq
 		WHERE k.acked_seq > 0 AND r.state <> 'READING' AND NOT ` + unexamined + `
 		LIMIT ?)
-	RETURNING box, msg_id`
+	RETURNING box, msg_id, owner, thread_key, record_id`
 
 // groupLogQuery is the DELETE of at most limit records of groups' logs
 // (GROUP_INBOX) last changed before a cutoff, whatever their state unless
@@ -230,7 +261,7 @@ var groupLogQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM rec
 			AND r.state <> '` + string(model.HeldState(model.GroupInbox)) + `'
 			AND NOT ` + unexamined + `
 		ORDER BY r.updated_at_ms LIMIT ?)
-	RETURNING box, msg_id, owner, thread_key, state`
+	RETURNING box, msg_id, owner, thread_key, record_id, state`
 
 // deleteGroupLog deletes what groupLogQuery selects and takes the unread
 // ones out of their conversations' counts: unlike finished records, these
@@ -243,14 +274,16 @@ func deleteGroupLog(ctx context.Context, tx *sql.Tx, beforeMS int64, limit int) 
 	var out goneRecords
 	unread := map[[2]string]int64{}
 	for rows.Next() {
-		var box, msg, owner, thread, state string
-		if err := rows.Scan(&box, &msg, &owner, &thread, &state); err != nil {
+		var g goneRecord
+		var box, state string
+		if err := rows.Scan(&box, &g.msgID, &g.owner, &g.thread, &g.recordID, &state); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		out = append(out, goneRecord{box: model.BoxKind(box), msgID: msg})
-		if thread != "" && model.State(state).IsUnread() {
-			unread[[2]string{owner, thread}]++
+		g.box = model.BoxKind(box)
+		out = append(out, g)
+		if g.thread != "" && model.State(state).IsUnread() {
+			unread[[2]string{g.owner, g.thread}]++
 		}
 	}
 	rows.Close()
@@ -323,6 +356,9 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (store.PurgeResu
 			res.Records = map[model.BoxKind]int64{}
 			for _, r := range gone {
 				res.Records[r.box.Family()]++
+			}
+			if err := forgetInConversations(ctx, tx, gone); err != nil {
+				return fmt.Errorf("sqlite: purge: conversations: %w", err)
 			}
 		}
 		var more bool
