@@ -42,7 +42,12 @@ func HTTPHandler(base string, auth Authenticator, log *slog.Logger) http.Handler
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		srv, _ := r.Context().Value(serverKey{}).(*mcp.Server)
 		return srv
-	}, &mcp.StreamableHTTPOptions{Stateless: true, Logger: log})
+	}, &mcp.StreamableHTTPOptions{Stateless: true, Logger: log,
+		// The SDK refuses a request that reaches a loopback address with
+		// another Host, against DNS rebinding; here every request must
+		// carry a token, which a rebinding page cannot, and that guard
+		// would refuse the TLS proxy in front of a node on 127.0.0.1.
+		DisableLocalhostProtection: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || strings.TrimSpace(token) == "" {
@@ -71,7 +76,8 @@ func HTTPHandler(base string, auth Authenticator, log *slog.Logger) http.Handler
 			writeError(w, http.StatusInternalServerError, wire.CodeInternal, "", err.Error())
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, srv)))
+		ctx := context.WithValue(r.Context(), serverKey{}, srv)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(ctx, requestKey{}, r.Context())))
 	})
 }
 
@@ -88,9 +94,9 @@ type serverCache struct {
 	m       map[[sha256.Size]byte]*mcp.Server
 }
 
-// maxServers bounds the cache; when full it starts over (a cache:
-// forgetting costs one build per agent).
-const maxServers = 1024
+// maxServers bounds the cache (about 17 MB); when full it starts over (a
+// cache: forgetting costs one build per agent).
+const maxServers = 64
 
 func (c *serverCache) get(base, token, did string) (*mcp.Server, error) {
 	key := sha256.Sum256([]byte(token + "\x00" + did))

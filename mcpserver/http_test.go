@@ -3,15 +3,18 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/msgcenter/msgcenter/core"
 	"github.com/msgcenter/msgcenter/internal/testserver"
 	"github.com/msgcenter/msgcenter/mcpserver"
+	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -136,5 +139,47 @@ func TestRevokedTokenIsRefusedOverHTTP(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a revoked token: %d, want 401", resp.StatusCode)
+	}
+}
+
+// A claim whose HTTP client went away stops waiting: a message that comes
+// later stays in the inbox for the next claim instead of being taken for
+// nobody. And a request through a proxy (another Host) is served.
+func TestAbandonedHTTPClaimTakesNothing(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	bob := token(t, srv, "did:agent:bob", model.RoleAgent)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"claim","arguments":{"wait_ms":20000}}}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+mcpserver.HTTPPath, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+bob)
+	req.Host = "mc.example.com" // as a TLS proxy in front of the node sends it
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err == nil {
+		// The answer started (headers): read until the client gives up.
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("a claim through a proxy: %d", resp.StatusCode)
+		}
+	}
+	if err == nil {
+		t.Fatal("the claim answered before the client gave up; want it waiting")
+	}
+	time.Sleep(300 * time.Millisecond) // the abandoned claim's cancellation reaches the node
+	if _, err := srv.Admin.PostSend(context.Background(), &wire.PostSendRequest{Msg: &message.Message{From: "did:agent:ann",
+		To: []string{"did:agent:bob"}, Content: message.Content{Content: "after the client left"}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	res, err := srv.Admin.Sync(context.Background(), wire.SyncQuery{Owner: "did:agent:bob", Box: model.Inbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Items) != 1 || res.Items[0].Record.State != model.Unread {
+		t.Fatalf("bob's inbox after the abandoned claim: %+v; want the message UNREAD", res.Items)
 	}
 }

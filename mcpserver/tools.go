@@ -33,10 +33,21 @@ const (
 	callTimeout = 30 * time.Second
 )
 
-// bounded is ctx bounded for a call to msgcenter that may itself wait.
+// bounded is ctx bounded for a call to msgcenter that may itself wait,
+// and ended with the HTTP request that carries the tool call, if any (the
+// SDK's stateless transport does not end a call's context when its client
+// goes away: a claim would take a message nobody receives).
 func (t *tools) bounded(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, wait+t.timeout)
+	ctx, cancel := context.WithTimeout(ctx, wait+t.timeout)
+	if req, ok := ctx.Value(requestKey{}).(context.Context); ok {
+		stop := context.AfterFunc(req, cancel)
+		return ctx, func() { stop(); cancel() }
+	}
+	return ctx, cancel
 }
+
+// requestKey carries the context of the HTTP request a tool call came in.
+type requestKey struct{}
 
 type tools struct {
 	c   *client.Client
@@ -360,6 +371,8 @@ func (t *tools) notHeld(ctx context.Context, tool, recordID string, err error) e
 		return fmt.Errorf("%s: the message is DEAD (dead-lettered) now; this claim no longer holds it", tool)
 	case st == model.HeldState(rec.Record.BoxKind):
 		return fmt.Errorf("%s: this claim's lease expired and another claim holds the message now; leave it to that one", tool)
+	case st != model.ClaimableState(rec.Record.BoxKind):
+		return fmt.Errorf("%s: the message is %s now; this claim no longer holds it", tool, st)
 	default:
 		return fmt.Errorf("%s: this claim's lease expired and the message went back to the inbox (%s); claim it again to work it", tool, st)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -133,7 +134,7 @@ func Run(ctx context.Context, cfg Config) error {
 	fresh := &freshConns{m: map[net.Conn]struct{}{}}
 	// The MCP tools over HTTP sit beside the API, not in it: they call
 	// the API, on this node, with each request's own token.
-	mcpHTTP := mcpserver.HTTPHandler("http://"+addr, svc.Authenticate, log)
+	mcpHTTP := mcpserver.HTTPHandler("http://"+loopback(ln.Addr()), svc.Authenticate, log)
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == mcpserver.HTTPPath {
 			mcpHTTP.ServeHTTP(w, r)
@@ -330,4 +331,18 @@ func logRetention(log *slog.Logger, r core.RetentionConfig) {
 	}
 	log.Info("retention", "finished_records", strings.Join(fams, ","), "events", keep(r.Events),
 		"interval", r.Interval.String(), "background", !r.Disabled)
+}
+
+// loopback is how this process reaches its own listener: a wildcard
+// address (0.0.0.0, [::]) is no address to connect to everywhere.
+func loopback(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	ip := net.IPv4(127, 0, 0, 1)
+	if tcp.IP.To4() == nil {
+		ip = net.IPv6loopback
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
 }

@@ -84,10 +84,11 @@ type Event struct {
 
 type routeKey struct{ chatID, address string }
 
-// knownRoute is a route Inbound set, and when.
+// knownRoute is a route Inbound set, and when; eventAt is when the
+// platform says the message it was set for was sent.
 type knownRoute struct {
 	routeKey
-	at time.Time
+	at, eventAt time.Time
 }
 
 // routeRecheck is how long Inbound trusts its memory of a route it set:
@@ -126,7 +127,7 @@ func (in *Inbound) Dispatch(ctx context.Context, ev *Event) (*wire.DispatchResul
 		// Before the dispatch: an agent that answers at once must find
 		// the route already there. A route msgcenter refuses (the DID is
 		// not the tunnel's to route) does not hold the message back.
-		if err := in.ensureRoute(ctx, ev.From, routeKey{cmp.Or(ev.ReplyChatID, ev.ChatID), ev.Address}); err != nil {
+		if err := in.ensureRoute(ctx, ev.From, routeKey{cmp.Or(ev.ReplyChatID, ev.ChatID), ev.Address}, ev.At); err != nil {
 			var api *client.APIError
 			if !errors.As(err, &api) || api.Status >= 500 {
 				return nil, err
@@ -207,11 +208,18 @@ func (in *Inbound) logger() *slog.Logger {
 // ensureRoute sets from's route through this tunnel to where it last
 // spoke from, unless it is already there. The server keeps the sender's
 // routes through other tunnels.
-func (in *Inbound) ensureRoute(ctx context.Context, from string, rk routeKey) error {
+func (in *Inbound) ensureRoute(ctx context.Context, from string, rk routeKey, eventAt time.Time) error {
 	in.mu.Lock()
 	known, ok := in.routes[from]
 	in.mu.Unlock()
 	if ok && known.routeKey == rk && time.Since(known.at) < routeRecheck {
+		return nil
+	}
+	if ok && !eventAt.IsZero() && eventAt.Before(known.eventAt) {
+		// An older message (a platform's redelivery) does not take the
+		// route back from where the sender wrote since: to a thread the
+		// conversation has left. (Within this process's memory; a
+		// restart forgets, and its first redelivery may move it once.)
 		return nil
 	}
 	// A tunnel's token sees and replaces only the routes through itself;
@@ -239,7 +247,7 @@ func (in *Inbound) ensureRoute(ctx context.Context, from string, rk routeKey) er
 	if len(in.routes) >= maxRoutesKept {
 		clear(in.routes) // a cache: forgetting costs one PUT per sender
 	}
-	in.routes[from] = knownRoute{rk, time.Now()}
+	in.routes[from] = knownRoute{rk, time.Now(), eventAt}
 	in.mu.Unlock()
 	return nil
 }

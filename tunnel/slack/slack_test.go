@@ -166,6 +166,21 @@ func TestInbound(t *testing.T) {
 			t.Fatalf("after %s: routes %+v, want chat_id %s", tc.event, routes.Routes, tc.route)
 		}
 	}
+
+	// Slack redelivering an older message does not take the route back
+	// to that message's thread.
+	for _, ts := range []string{"1700000040.000100", "1700000050.000100", "1700000040.000100"} {
+		if st, body := post(t, h.URL, callback(msgEvent("U11", "C9", ts, "m "+ts)), signingSecret, now); st != 200 {
+			t.Fatalf("message %s: %d %s", ts, st, body)
+		}
+	}
+	routes, err = srv.Admin.GetRoutes(context.Background(), "did:slack:T1:U11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(routes.Routes) != 1 || routes.Routes[0].ChatID != "C9/1700000050.000100" {
+		t.Fatalf("after a redelivery of an older message: routes %+v, want the newer thread", routes.Routes)
+	}
 }
 
 // fakeAPI is Slack's Web API as far as the tunnel uses it.
