@@ -346,17 +346,23 @@ func TestStalledServerBoundsToolCalls(t *testing.T) {
 	}
 }
 
+// carolThroughATunnel starts a node where did:tg:carol is reached through
+// did:tunnel:tg, and returns the tunnel's client and ann's tools.
+func carolThroughATunnel(t *testing.T) (*client.Client, *mcp.ClientSession) {
+	t.Helper()
+	srv := testserver.Start(t, core.Config{})
+	if _, err := srv.Admin.SetRoutes(context.Background(), "did:tg:carol", []model.ContactRoute{{TunnelDID: "did:tunnel:tg", Platform: "telegram", ChatID: "7"}}); err != nil {
+		t.Fatal(err)
+	}
+	return srv.Client(t, "did:tunnel:tg", model.RoleTunnel), session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+}
+
 // check_deliveries returns at most limit deliveries and moves its cursor
 // to the last one returned, so the next call goes on from there.
 func TestCheckDeliveriesPages(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Start(t, core.Config{})
 	ctx := context.Background()
-	if _, err := srv.Admin.SetRoutes(ctx, "did:tg:carol", []model.ContactRoute{{TunnelDID: "did:tunnel:tg", Platform: "telegram", ChatID: "7"}}); err != nil {
-		t.Fatal(err)
-	}
-	tun := srv.Client(t, "did:tunnel:tg", model.RoleTunnel)
-	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	tun, ann := carolThroughATunnel(t)
 	var ids []string
 	for i := range 3 {
 		var sent mcpserver.SendOutput
@@ -386,13 +392,8 @@ func TestCheckDeliveriesPages(t *testing.T) {
 // once, and the cursor moves on.
 func TestCheckDeliveries(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Start(t, core.Config{})
 	ctx := context.Background()
-	if _, err := srv.Admin.SetRoutes(ctx, "did:tg:carol", []model.ContactRoute{{TunnelDID: "did:tunnel:tg", Platform: "telegram", ChatID: "7"}}); err != nil {
-		t.Fatal(err)
-	}
-	tun := srv.Client(t, "did:tunnel:tg", model.RoleTunnel)
-	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	tun, ann := carolThroughATunnel(t)
 
 	var sent mcpserver.SendOutput
 	call(t, ann, "send_message", map[string]any{"to": []string{"did:tg:carol", "did:tg:dave"}, "text": "hello"}, &sent)

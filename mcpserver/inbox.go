@@ -1,0 +1,252 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// InboxInput is check_inbox's input.
+type InboxInput struct {
+	Limit int `json:"limit,omitempty" jsonschema:"how many messages at most, 1 to 100 (default 10)"`
+}
+
+// InboxOutput is a page of unread messages.
+type InboxOutput struct {
+	Messages []Message `json:"messages"`
+	// More is true when more unread messages wait than were listed.
+	More bool `json:"more"`
+}
+
+// Message is one message in the inbox, as an agent reads it.
+type Message struct {
+	RecordID string `json:"record_id"`
+	MsgID    string `json:"msg_id"`
+	// From is the author; Group the group it was posted to, if any.
+	From    string `json:"from"`
+	Group   string `json:"group,omitempty"`
+	Title   string `json:"title,omitempty"`
+	Text    string `json:"text,omitempty"`
+	Format  string `json:"format,omitempty"`
+	Topic   string `json:"topic,omitempty"`
+	ReplyTo string `json:"reply_to,omitempty"`
+	// Machine is the message's structured payload, as its author sent it.
+	Machine  any    `json:"machine,omitempty"`
+	SentAt   string `json:"sent_at"`
+	Attempts int    `json:"attempts,omitempty"`
+	// RetryAt is set for a message failed with a retry that is not due
+	// yet: claim takes it from then on.
+	RetryAt string `json:"retry_at,omitempty"`
+}
+
+func (t *tools) checkInbox(ctx context.Context, _ *mcp.CallToolRequest, in InboxInput) (*mcp.CallToolResult, InboxOutput, error) {
+	out := InboxOutput{Messages: []Message{}}
+	limit, err := pageLimit(in.Limit)
+	if err != nil {
+		return nil, out, err
+	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
+	// One more than asked says whether more wait.
+	res, err := t.c.List(ctx, wire.ListQuery{Owner: t.did, Box: model.Inbox, States: []model.State{model.Unread},
+		Limit: limit + 1, WithObject: true})
+	if err != nil {
+		return nil, out, refused("check_inbox", err)
+	}
+	for i, it := range res.Items {
+		if i == limit {
+			out.More = true
+			break
+		}
+		m := readable(it)
+		if at := it.Record.Delivery.NextRetryAtMS; at > time.Now().UnixMilli() {
+			m.RetryAt = rfc3339(at)
+		}
+		out.Messages = append(out.Messages, m)
+	}
+	return nil, out, nil
+}
+
+// readable is a record and its message as the tools show them.
+func readable(it wire.RecordWithMsg) Message {
+	r := it.Record
+	out := Message{RecordID: r.RecordID, MsgID: r.MsgID, SentAt: rfc3339(r.CreatedAtMS), Attempts: r.Delivery.Attempts}
+	m, err := message.Decode(it.Msg)
+	if err != nil {
+		// The server stores only messages that decode; say so rather
+		// than hide the record.
+		out.Text = fmt.Sprintf("(this message could not be read: %v)", err)
+		return out
+	}
+	out.From = m.LogicalSender()
+	if m.Source != "" {
+		out.Group = m.From
+	}
+	out.Title, out.Text, out.Format = m.Content.Title, m.Content.Content, m.Content.Format
+	if m.Thread != nil {
+		out.Topic, out.ReplyTo = m.Thread.Topic, m.Thread.ReplyTo
+	}
+	if len(m.Content.Machine) > 0 {
+		var v any
+		if json.Unmarshal(m.Content.Machine, &v) == nil {
+			out.Machine = v
+		}
+	}
+	if m.CreatedAtMS > 0 {
+		out.SentAt = rfc3339(m.CreatedAtMS)
+	}
+	return out
+}
+
+// ClaimInput is claim's input.
+type ClaimInput struct {
+	WaitMS  int64 `json:"wait_ms,omitempty" jsonschema:"wait up to this many milliseconds for a message when the inbox is empty, 0 to 30000 (default 0: answer at once)"`
+	LeaseMS int64 `json:"lease_ms,omitempty" jsonschema:"how long the claim holds the message, in milliseconds (default: the server's, 5 minutes)"`
+}
+
+// ClaimOutput is the message claimed, if any.
+type ClaimOutput struct {
+	Claimed bool     `json:"claimed"`
+	Message *Message `json:"message,omitempty"`
+	LeaseID string   `json:"lease_id,omitempty"`
+	// LeaseExpiresAt is when the message returns to the inbox unless
+	// acked or failed first.
+	LeaseExpiresAt string `json:"lease_expires_at,omitempty"`
+}
+
+func (t *tools) claim(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput) (*mcp.CallToolResult, ClaimOutput, error) {
+	var out ClaimOutput
+	if in.WaitMS < 0 || in.WaitMS > maxClaimWait.Milliseconds() {
+		return nil, out, fmt.Errorf("wait_ms: %d is out of range 0..%d", in.WaitMS, maxClaimWait.Milliseconds())
+	}
+	if in.LeaseMS < 0 {
+		return nil, out, fmt.Errorf("lease_ms: %d must not be negative", in.LeaseMS)
+	}
+	ctx, cancel := t.bounded(ctx, time.Duration(in.WaitMS)*time.Millisecond)
+	defer cancel()
+	got, err := t.c.Next(ctx, t.did, model.Inbox, &wire.NextRequest{WaitMS: in.WaitMS, LeaseMS: in.LeaseMS})
+	if err != nil {
+		return nil, out, refused("claim", err)
+	}
+	if got == nil {
+		return nil, out, nil
+	}
+	msg := readable(*got)
+	out = ClaimOutput{Claimed: true, Message: &msg}
+	if l := got.Record.Lease; l != nil {
+		out.LeaseID, out.LeaseExpiresAt = l.ID, rfc3339(l.ExpiresAtMS)
+	}
+	return nil, out, nil
+}
+
+// AckInput names a claimed message.
+type AckInput struct {
+	RecordID string `json:"record_id" jsonschema:"the record_id claim returned"`
+	LeaseID  string `json:"lease_id" jsonschema:"the lease_id claim returned"`
+}
+
+// Outcome is a message's state after ack or fail.
+type Outcome struct {
+	RecordID string `json:"record_id"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	// RetryAt is when a failed message is claimable again.
+	RetryAt string `json:"retry_at,omitempty"`
+}
+
+func (t *tools) ack(ctx context.Context, _ *mcp.CallToolRequest, in AckInput) (*mcp.CallToolResult, Outcome, error) {
+	if err := held(in.RecordID, in.LeaseID); err != nil {
+		return nil, Outcome{}, err
+	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
+	got, err := t.c.Ack(ctx, in.RecordID, in.LeaseID, "")
+	if err != nil {
+		return nil, Outcome{}, t.notHeld(ctx, "ack", in.RecordID, err)
+	}
+	return nil, outcome(got.Record), nil
+}
+
+// FailInput names a claimed message and what went wrong.
+type FailInput struct {
+	RecordID     string `json:"record_id" jsonschema:"the record_id claim returned"`
+	LeaseID      string `json:"lease_id" jsonschema:"the lease_id claim returned"`
+	Error        string `json:"error" jsonschema:"what went wrong, for whoever looks at it later"`
+	Retryable    bool   `json:"retryable,omitempty" jsonschema:"true: the failure is temporary, try again after a backoff"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty" jsonschema:"when retryable: wait at least this many milliseconds"`
+}
+
+func (t *tools) fail(ctx context.Context, _ *mcp.CallToolRequest, in FailInput) (*mcp.CallToolResult, Outcome, error) {
+	if err := held(in.RecordID, in.LeaseID); err != nil {
+		return nil, Outcome{}, err
+	}
+	if strings.TrimSpace(in.Error) == "" {
+		return nil, Outcome{}, errors.New("error: say what went wrong")
+	}
+	if in.RetryAfterMS < 0 {
+		return nil, Outcome{}, fmt.Errorf("retry_after_ms: %d must not be negative", in.RetryAfterMS)
+	}
+	if in.RetryAfterMS > 0 && !in.Retryable {
+		return nil, Outcome{}, errors.New("retry_after_ms: only with retryable: true (a failure that is not retryable is dead-lettered at once)")
+	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
+	got, err := t.c.Fail(ctx, in.RecordID, in.LeaseID, wire.DeliveryResult{ErrorMessage: in.Error,
+		Retryable: in.Retryable, RetryAfterMS: in.RetryAfterMS})
+	if err != nil {
+		return nil, Outcome{}, t.notHeld(ctx, "fail", in.RecordID, err)
+	}
+	return nil, outcome(got.Record), nil
+}
+
+// notHeld is the error of an ack or fail that err refused: when the lease
+// no longer holds the record, what became of it (an agent told only "lost"
+// might do again what is done already).
+func (t *tools) notHeld(ctx context.Context, tool, recordID string, err error) error {
+	if !errors.Is(err, model.ErrLeaseLost) {
+		return refused(tool, err)
+	}
+	rec, gerr := t.c.GetRecord(ctx, recordID, false)
+	if gerr != nil {
+		return refused(tool, err)
+	}
+	switch st := rec.Record.State; {
+	case st == model.DoneState(rec.Record.BoxKind):
+		return fmt.Errorf("%s: the message is done already (%s); nothing to do", tool, st)
+	case st == model.Dead:
+		return fmt.Errorf("%s: the message is DEAD (dead-lettered) now; this claim no longer holds it", tool)
+	case st == model.HeldState(rec.Record.BoxKind):
+		return fmt.Errorf("%s: this claim's lease expired and another claim holds the message now; leave it to that one", tool)
+	case st != model.ClaimableState(rec.Record.BoxKind):
+		return fmt.Errorf("%s: the message is %s now; this claim no longer holds it", tool, st)
+	default:
+		return fmt.Errorf("%s: this claim's lease expired and the message went back to the inbox (%s); claim it again to work it", tool, st)
+	}
+}
+
+func held(recordID, leaseID string) error {
+	if recordID == "" {
+		return errors.New("record_id: required, as claim returned it")
+	}
+	if leaseID == "" {
+		return errors.New("lease_id: required, as claim returned it")
+	}
+	return nil
+}
+
+func outcome(r model.Record) Outcome {
+	o := Outcome{RecordID: r.RecordID, State: string(r.State), Attempts: r.Delivery.Attempts}
+	if r.State == model.ClaimableState(r.BoxKind) && r.Delivery.NextRetryAtMS > 0 {
+		o.RetryAt = rfc3339(r.Delivery.NextRetryAtMS)
+	}
+	return o
+}

@@ -1,0 +1,88 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/msgcenter/msgcenter/message"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// SendInput is send_message's input.
+type SendInput struct {
+	To             []string `json:"to,omitempty" jsonschema:"the recipients' DIDs; leave empty when posting to a group"`
+	Group          string   `json:"group,omitempty" jsonschema:"a group's DID to post to, instead of to"`
+	Text           string   `json:"text,omitempty" jsonschema:"the message's body"`
+	Title          string   `json:"title,omitempty" jsonschema:"a subject line (mail) or title"`
+	Format         string   `json:"format,omitempty" jsonschema:"the body's MIME type, e.g. text/markdown (default: plain text)"`
+	Topic          string   `json:"topic,omitempty" jsonschema:"a conversation topic, to group related messages"`
+	ReplyTo        string   `json:"reply_to,omitempty" jsonschema:"the msg_id of the message this answers"`
+	DelayMS        int64    `json:"delay_ms,omitempty" jsonschema:"deliver after this many milliseconds instead of now (up to 10 years)"`
+	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"a key of your choosing: sending again with the same key sends nothing new"`
+}
+
+// SendOutput is what send_message did.
+type SendOutput struct {
+	MsgID string `json:"msg_id"`
+	// Sent is false when nothing could be delivered (every recipient
+	// blocks the sender); Reason says why.
+	Sent   bool   `json:"sent"`
+	Reason string `json:"reason,omitempty"`
+	// DeliveredTo are the recipients whose inbox holds it now.
+	DeliveredTo []string         `json:"delivered_to,omitempty"`
+	ViaTunnels  []TunnelDelivery `json:"via_tunnels,omitempty"`
+	// Dropped are the recipients who block the sender.
+	Dropped      []string `json:"dropped,omitempty"`
+	ScheduledFor string   `json:"scheduled_for,omitempty"`
+}
+
+// TunnelDelivery is one recipient reached through a tunnel; record_id is
+// what check_deliveries reports on.
+type TunnelDelivery struct {
+	To       string `json:"to"`
+	Tunnel   string `json:"tunnel"`
+	RecordID string `json:"record_id"`
+}
+
+func (t *tools) send(ctx context.Context, _ *mcp.CallToolRequest, in SendInput) (*mcp.CallToolResult, SendOutput, error) {
+	var out SendOutput
+	switch {
+	case len(in.To) == 0 && in.Group == "":
+		return nil, out, errors.New("to: name at least one recipient DID, or a group")
+	case len(in.To) > 0 && in.Group != "":
+		return nil, out, errors.New("group: post to a group or send to recipients (to), not both")
+	case strings.TrimSpace(in.Text) == "" && strings.TrimSpace(in.Title) == "":
+		return nil, out, errors.New("text: the message needs a text (or a title)")
+	case in.DelayMS < 0 || in.DelayMS > maxDelay.Milliseconds():
+		return nil, out, fmt.Errorf("delay_ms: %d is out of range 0..%d (10 years)", in.DelayMS, maxDelay.Milliseconds())
+	}
+	m := &message.Message{From: t.did, To: in.To, Content: message.Content{Title: in.Title, Format: in.Format, Content: in.Text}}
+	if in.Group != "" {
+		m.From, m.Source, m.Kind = in.Group, t.did, message.KindGroupMsg
+	}
+	if in.Topic != "" || in.ReplyTo != "" {
+		m.Thread = &message.Thread{Topic: in.Topic, ReplyTo: in.ReplyTo}
+	}
+	m.Stamp(in.IdempotencyKey, time.Now())
+	req := &wire.PostSendRequest{Msg: m, IdempotencyKey: in.IdempotencyKey}
+	if in.DelayMS > 0 {
+		req.DelayMS = &in.DelayMS
+	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
+	res, err := t.c.PostSend(ctx, req)
+	if err != nil {
+		return nil, out, refused("send_message", err)
+	}
+	out = SendOutput{MsgID: res.MsgID, Sent: res.OK, Reason: res.Reason, DeliveredTo: res.LocalRecipients,
+		Dropped: res.DroppedRecipients, ScheduledFor: res.ScheduledDeliveryTime}
+	for _, d := range res.Deliveries {
+		out.ViaTunnels = append(out.ViaTunnels, TunnelDelivery{To: d.TargetDID, Tunnel: d.TunnelDID, RecordID: d.RecordID})
+	}
+	return nil, out, nil
+}
