@@ -91,6 +91,8 @@ func TestHTTPNext(t *testing.T) {
 			c("wait_ms over the maximum", `{"wait_ms":300001}`, "wait_ms"),
 			c("negative lease_ms", `{"lease_ms":-5}`, "lease_ms"),
 			c("lease_ms over the maximum", `{"lease_ms":43200001}`, "lease_ms"),
+			c("lease_ms that would overflow", `{"lease_ms":9999999999999}`, "lease_ms"),
+			c("wait_ms that would overflow", `{"wait_ms":9999999999999}`, "wait_ms"),
 			c("holder too long", `{"holder":"`+strings.Repeat("w", 513)+`"}`, "holder"),
 			c("holder with a control character", `{"holder":"worker\u0001"}`, "holder"),
 			c("unknown state", `{"state_filter":["NOPE"],"lock_on_take":false}`, "state_filter"),

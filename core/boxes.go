@@ -110,7 +110,7 @@ func (s *Service) checkNext(ctx context.Context, who model.Identity, owner strin
 	if err := checkRouteText("holder", req.Holder); err != nil {
 		return nil, err
 	}
-	if req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > s.cfg.MaxWait {
+	if req.WaitMS < 0 || req.WaitMS > s.cfg.MaxWait.Milliseconds() {
 		return nil, model.Invalid("wait_ms", fmt.Sprintf("must be between 0 and %d", s.cfg.MaxWait.Milliseconds()))
 	}
 	return &nextCall{who: who, owner: owner, box: box, req: req, lock: lock, withObj: orTrue(req.WithObject),
@@ -222,11 +222,12 @@ func (s *Service) leaseDuration(ms int64) (time.Duration, error) {
 	if ms == 0 {
 		return s.cfg.DefaultLease, nil
 	}
-	d := time.Duration(ms) * time.Millisecond
-	if ms < 0 || d > s.cfg.MaxLease {
+	// Compared in milliseconds: a huge ms would overflow a Duration and
+	// slip under the bound as a lease already expired.
+	if ms < 0 || ms > s.cfg.MaxLease.Milliseconds() {
 		return 0, model.Invalid("lease_ms", fmt.Sprintf("must be between 1 and %d (%s), or 0 for the default (%s)", s.cfg.MaxLease.Milliseconds(), s.cfg.MaxLease, s.cfg.DefaultLease))
 	}
-	return d, nil
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 func newLeaseID() string {
