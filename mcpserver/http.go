@@ -43,14 +43,16 @@ func HTTPHandler(base string, auth Authenticator, log *slog.Logger) http.Handler
 		srv, _ := r.Context().Value(serverKey{}).(*mcp.Server)
 		return srv
 	}, &mcp.StreamableHTTPOptions{Stateless: true, Logger: log,
+		// One answer per request, as plain JSON: nothing streams here.
+		JSONResponse: true,
 		// The SDK refuses a request that reaches a loopback address with
 		// another Host, against DNS rebinding; here every request must
 		// carry a token, which a rebinding page cannot, and that guard
 		// would refuse the TLS proxy in front of a node on 127.0.0.1.
 		DisableLocalhostProtection: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || strings.TrimSpace(token) == "" {
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="msgcenter"`)
 			writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "", "send the agent's token: Authorization: Bearer <token>")
 			return
@@ -66,9 +68,9 @@ func HTTPHandler(base string, auth Authenticator, log *slog.Logger) http.Handler
 			writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "", "the token could not be checked; try again")
 			return
 		}
-		did, status, code, msg := actFor(who, r.URL.Query().Get("did"))
+		did, status, code, field, msg := actFor(who, r.URL.Query().Get("did"))
 		if status != 0 {
-			writeError(w, status, code, "did", msg)
+			writeError(w, status, code, field, msg)
 			return
 		}
 		srv, err := servers.get(base, strings.TrimSpace(token), did)
@@ -119,24 +121,25 @@ func (c *serverCache) get(base, token, did string) (*mcp.Server, error) {
 	return srv, nil
 }
 
-// actFor is the DID a request's tools act for, or why it may not.
-func actFor(who model.Identity, did string) (string, int, string, string) {
+// actFor is the DID a request's tools act for, or why it may not: the
+// status, code, field and message of the refusal.
+func actFor(who model.Identity, did string) (string, int, string, string, string) {
 	if did != "" {
 		if err := message.CheckDID("did", did, true); err != nil {
-			return "", http.StatusBadRequest, wire.CodeInvalid, err.Error()
+			return "", http.StatusBadRequest, wire.CodeInvalid, "did", err.Error()
 		}
 	}
 	switch {
 	case who.Role == model.RoleAdmin && did == "":
-		return "", http.StatusBadRequest, wire.CodeInvalid, "an admin's token acts for the DID named by ?did=; or use the agent's own token"
+		return "", http.StatusBadRequest, wire.CodeInvalid, "did", "an admin's token acts for the DID named by ?did=; or use the agent's own token"
 	case who.Role == model.RoleAdmin:
-		return did, 0, "", ""
+		return did, 0, "", "", ""
 	case who.Role != model.RoleAgent:
-		return "", http.StatusForbidden, wire.CodeForbidden, fmt.Sprintf("the token is %s's, role %s; the MCP tools need an agent's token", who.DID, who.Role)
+		return "", http.StatusForbidden, wire.CodeForbidden, "", fmt.Sprintf("the token is %s's, role %s; the MCP tools need an agent's token", who.DID, who.Role)
 	case did != "" && did != who.DID:
-		return "", http.StatusForbidden, wire.CodeForbidden, fmt.Sprintf("the token speaks for %s, not %s", who.DID, did)
+		return "", http.StatusForbidden, wire.CodeForbidden, "did", fmt.Sprintf("the token speaks for %s, not %s", who.DID, did)
 	}
-	return who.DID, 0, "", ""
+	return who.DID, 0, "", "", ""
 }
 
 func writeError(w http.ResponseWriter, status int, code, field, msg string) {

@@ -183,3 +183,30 @@ func TestAbandonedHTTPClaimTakesNothing(t *testing.T) {
 		t.Fatalf("bob's inbox after the abandoned claim: %+v; want the message UNREAD", res.Items)
 	}
 }
+
+// The scheme of the Authorization header is read in any letter case, and
+// the answer is plain JSON.
+func TestHTTPBearerAnyCaseAndJSONAnswers(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	ann := token(t, srv, "did:agent:ann", model.RoleAgent)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+mcpserver.HTTPPath,
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"check_inbox","arguments":{}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "bearer "+ann)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Result struct {
+			StructuredContent mcpserver.InboxOutput `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 200 ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || body.Result.StructuredContent.Messages == nil {
+		t.Fatalf("%d %s: %+v, %v", resp.StatusCode, resp.Header.Get("Content-Type"), body, err)
+	}
+}

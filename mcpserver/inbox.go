@@ -31,14 +31,16 @@ type InboxOutput struct {
 type Message struct {
 	RecordID string `json:"record_id"`
 	MsgID    string `json:"msg_id"`
-	// From is the author; Group the group it was posted to, if any.
-	From    string `json:"from"`
-	Group   string `json:"group,omitempty"`
-	Title   string `json:"title,omitempty"`
-	Text    string `json:"text,omitempty"`
-	Format  string `json:"format,omitempty"`
-	Topic   string `json:"topic,omitempty"`
-	ReplyTo string `json:"reply_to,omitempty"`
+	// From is the author; Group the group it was posted to, if any; To
+	// whom it was sent (to answer them all).
+	From    string   `json:"from"`
+	Group   string   `json:"group,omitempty"`
+	To      []string `json:"to,omitempty"`
+	Title   string   `json:"title,omitempty"`
+	Text    string   `json:"text,omitempty"`
+	Format  string   `json:"format,omitempty"`
+	Topic   string   `json:"topic,omitempty"`
+	ReplyTo string   `json:"reply_to,omitempty"`
 	// Machine is the message's structured payload, as its author sent it.
 	Machine  any    `json:"machine,omitempty"`
 	SentAt   string `json:"sent_at"`
@@ -87,7 +89,7 @@ func readable(it wire.RecordWithMsg) Message {
 		out.Text = fmt.Sprintf("(this message could not be read: %v)", err)
 		return out
 	}
-	out.From = m.LogicalSender()
+	out.From, out.To = m.LogicalSender(), m.To
 	if m.Source != "" {
 		out.Group = m.From
 	}
@@ -161,6 +163,7 @@ type Outcome struct {
 	Attempts int    `json:"attempts"`
 	// RetryAt is when a failed message is claimable again.
 	RetryAt string `json:"retry_at,omitempty"`
+	Note    string `json:"note,omitempty"`
 }
 
 func (t *tools) ack(ctx context.Context, _ *mcp.CallToolRequest, in AckInput) (*mcp.CallToolResult, Outcome, error) {
@@ -170,10 +173,18 @@ func (t *tools) ack(ctx context.Context, _ *mcp.CallToolRequest, in AckInput) (*
 	ctx, cancel := t.bounded(ctx, 0)
 	defer cancel()
 	got, err := t.c.Ack(ctx, in.RecordID, in.LeaseID, "")
-	if err != nil {
-		return nil, Outcome{}, t.notHeld(ctx, "ack", in.RecordID, err)
+	if err == nil {
+		return nil, outcome(got.Record), nil
 	}
-	return nil, outcome(got.Record), nil
+	rec, herr := t.notHeld(ctx, "ack", in.RecordID, in.LeaseID, err)
+	if rec != nil && rec.State == model.DoneState(rec.BoxKind) {
+		// Acked already (a runtime retrying a call whose answer it
+		// lost, say): what the ack asked for holds.
+		o := outcome(*rec)
+		o.Note = "it was done already"
+		return nil, o, nil
+	}
+	return nil, Outcome{}, herr
 }
 
 // FailInput names a claimed message and what went wrong.
@@ -203,34 +214,75 @@ func (t *tools) fail(ctx context.Context, _ *mcp.CallToolRequest, in FailInput) 
 	got, err := t.c.Fail(ctx, in.RecordID, in.LeaseID, wire.DeliveryResult{ErrorMessage: in.Error,
 		Retryable: in.Retryable, RetryAfterMS: in.RetryAfterMS})
 	if err != nil {
-		return nil, Outcome{}, t.notHeld(ctx, "fail", in.RecordID, err)
+		_, herr := t.notHeld(ctx, "fail", in.RecordID, in.LeaseID, err)
+		return nil, Outcome{}, herr
 	}
 	return nil, outcome(got.Record), nil
 }
 
-// notHeld is the error of an ack or fail that err refused: when the lease
-// no longer holds the record, what became of it (an agent told only "lost"
-// might do again what is done already).
-func (t *tools) notHeld(ctx context.Context, tool, recordID string, err error) error {
+// notHeld is the error of an ack, fail or lease extension that err
+// refused: when leaseID does not hold the record, what became of it (an
+// agent told only "lost" might do again what is done already), with the
+// record as it is when it could be read.
+func (t *tools) notHeld(ctx context.Context, tool, recordID, leaseID string, err error) (*model.Record, error) {
 	if !errors.Is(err, model.ErrLeaseLost) {
-		return refused(tool, err)
+		return nil, refused(tool, err)
 	}
-	rec, gerr := t.c.GetRecord(ctx, recordID, false)
+	got, gerr := t.c.GetRecord(ctx, recordID, false)
 	if gerr != nil {
-		return refused(tool, err)
+		return nil, refused(tool, err)
 	}
-	switch st := rec.Record.State; {
-	case st == model.DoneState(rec.Record.BoxKind):
-		return fmt.Errorf("%s: the message is done already (%s); nothing to do", tool, st)
+	rec := &got.Record
+	switch st := rec.State; {
+	case st == model.DoneState(rec.BoxKind):
+		return rec, fmt.Errorf("%s: the message is done already (%s); nothing to do", tool, st)
 	case st == model.Dead:
-		return fmt.Errorf("%s: the message is DEAD (dead-lettered) now; this claim no longer holds it", tool)
-	case st == model.HeldState(rec.Record.BoxKind):
-		return fmt.Errorf("%s: this claim's lease expired and another claim holds the message now; leave it to that one", tool)
-	case st != model.ClaimableState(rec.Record.BoxKind):
-		return fmt.Errorf("%s: the message is %s now; this claim no longer holds it", tool, st)
+		return rec, fmt.Errorf("%s: the message is DEAD (dead-lettered) now; this claim no longer holds it", tool)
+	case st == model.HeldState(rec.BoxKind) && rec.Lease != nil && rec.Lease.ExpiresAtMS > time.Now().UnixMilli() &&
+		rec.Lease.Holder == t.did:
+		return rec, fmt.Errorf("%s: lease_id %q does not hold the message, another lease of yours does (check the lease_id claim returned; an earlier claim of yours expired and a later one took it)", tool, leaseID)
+	case st == model.HeldState(rec.BoxKind):
+		return rec, fmt.Errorf("%s: this claim's lease expired and another claim holds the message now; leave it to that one", tool)
+	case st != model.ClaimableState(rec.BoxKind):
+		return rec, fmt.Errorf("%s: the message is %s now; this claim no longer holds it", tool, st)
 	default:
-		return fmt.Errorf("%s: this claim's lease expired and the message went back to the inbox (%s); claim it again to work it", tool, st)
+		return rec, fmt.Errorf("%s: this claim's lease expired and the message went back to the inbox (%s); claim it again to work it", tool, st)
 	}
+}
+
+// LeaseInput names a claimed message and how much longer to hold it.
+type LeaseInput struct {
+	RecordID string `json:"record_id" jsonschema:"the record_id claim returned"`
+	LeaseID  string `json:"lease_id" jsonschema:"the lease_id claim returned"`
+	LeaseMS  int64  `json:"lease_ms,omitempty" jsonschema:"hold it this many milliseconds from now (default: the server's, 5 minutes)"`
+}
+
+// LeaseOutput is the lease after extend_lease.
+type LeaseOutput struct {
+	RecordID       string `json:"record_id"`
+	LeaseID        string `json:"lease_id"`
+	LeaseExpiresAt string `json:"lease_expires_at"`
+}
+
+func (t *tools) extendLease(ctx context.Context, _ *mcp.CallToolRequest, in LeaseInput) (*mcp.CallToolResult, LeaseOutput, error) {
+	if err := held(in.RecordID, in.LeaseID); err != nil {
+		return nil, LeaseOutput{}, err
+	}
+	if in.LeaseMS < 0 {
+		return nil, LeaseOutput{}, fmt.Errorf("lease_ms: %d must not be negative", in.LeaseMS)
+	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
+	got, err := t.c.ExtendLease(ctx, in.RecordID, &wire.LeaseRequest{LeaseID: in.LeaseID, LeaseMS: in.LeaseMS})
+	if err != nil {
+		_, herr := t.notHeld(ctx, "extend_lease", in.RecordID, in.LeaseID, err)
+		return nil, LeaseOutput{}, herr
+	}
+	out := LeaseOutput{RecordID: got.Record.RecordID, LeaseID: in.LeaseID}
+	if l := got.Record.Lease; l != nil {
+		out.LeaseID, out.LeaseExpiresAt = l.ID, rfc3339(l.ExpiresAtMS)
+	}
+	return nil, out, nil
 }
 
 func held(recordID, leaseID string) error {

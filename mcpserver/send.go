@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -39,6 +40,9 @@ type SendOutput struct {
 	// Dropped are the recipients who block the sender.
 	Dropped      []string `json:"dropped,omitempty"`
 	ScheduledFor string   `json:"scheduled_for,omitempty"`
+	// ScheduledID cancels a delayed send (cancel_scheduled) before it is
+	// due.
+	ScheduledID int64 `json:"scheduled_id,omitempty"`
 }
 
 // TunnelDelivery is one recipient reached through a tunnel; record_id is
@@ -76,13 +80,42 @@ func (t *tools) send(ctx context.Context, _ *mcp.CallToolRequest, in SendInput) 
 	ctx, cancel := t.bounded(ctx, 0)
 	defer cancel()
 	res, err := t.c.PostSend(ctx, req)
+	var ae *client.APIError
+	if in.Group != "" && errors.As(err, &ae) && ae.Field == "msg.to" {
+		return nil, out, fmt.Errorf("group: %s is not a group (it has no subscribers); to write to one DID, use to", in.Group)
+	}
 	if err != nil {
 		return nil, out, refused("send_message", err)
 	}
 	out = SendOutput{MsgID: res.MsgID, Sent: res.OK, Reason: res.Reason, DeliveredTo: res.LocalRecipients,
-		Dropped: res.DroppedRecipients, ScheduledFor: res.ScheduledDeliveryTime}
+		Dropped: res.DroppedRecipients, ScheduledFor: res.ScheduledDeliveryTime, ScheduledID: res.ScheduledID}
 	for _, d := range res.Deliveries {
 		out.ViaTunnels = append(out.ViaTunnels, TunnelDelivery{To: d.TargetDID, Tunnel: d.TunnelDID, RecordID: d.RecordID})
 	}
 	return nil, out, nil
+}
+
+// CancelInput names a delayed send.
+type CancelInput struct {
+	ScheduledID int64 `json:"scheduled_id" jsonschema:"the scheduled_id send_message returned for a delayed send"`
+}
+
+// CancelOutput is the delayed send cancelled.
+type CancelOutput struct {
+	ScheduledID int64  `json:"scheduled_id"`
+	MsgID       string `json:"msg_id"`
+	WasDueAt    string `json:"was_due_at"`
+}
+
+func (t *tools) cancelScheduled(ctx context.Context, _ *mcp.CallToolRequest, in CancelInput) (*mcp.CallToolResult, CancelOutput, error) {
+	if in.ScheduledID <= 0 {
+		return nil, CancelOutput{}, fmt.Errorf("scheduled_id: %d is no scheduled_id (send_message returns it for a delayed send)", in.ScheduledID)
+	}
+	ctx, cancel := t.bounded(ctx, 0)
+	defer cancel()
+	got, err := t.c.CancelScheduled(ctx, in.ScheduledID)
+	if err != nil {
+		return nil, CancelOutput{}, refused("cancel_scheduled", err)
+	}
+	return nil, CancelOutput{ScheduledID: got.ID, MsgID: got.MsgID, WasDueAt: rfc3339(got.DueAtMS)}, nil
 }

@@ -39,10 +39,11 @@ func newServer(c *client.Client, did string, cache *mcp.SchemaCache, timeout tim
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "msgcenter", Version: Version}, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("These tools are the message center mailbox of %s. "+
-			"send_message sends to other agents, people (through their tunnels) or a group, now or after delay_ms. "+
-			"check_inbox shows unread messages without taking them; claim takes the next one with a lease, "+
-			"which must then be acked (done) or failed (retried later, or dead-lettered) before it expires. "+
-			"check_deliveries says which messages sent through tunnels were delivered or failed for good.", did),
+			"send_message sends to other agents, people (through their tunnels) or a group, now or after delay_ms "+
+			"(cancel_scheduled takes a delayed one back). check_inbox shows unread messages without taking them; "+
+			"claim takes the next one with a lease, which must then be acked (done) or failed (retried later, or "+
+			"dead-lettered) before it expires, or extended (extend_lease) while the work goes on. read_group reads "+
+			"a group's log. check_deliveries says which messages sent through tunnels were delivered or failed for good.", did),
 		SchemaCache: cache,
 	})
 	t := &tools{c: c, did: did, timeout: timeout}

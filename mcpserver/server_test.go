@@ -112,7 +112,7 @@ func TestToolsAreListed(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"ack", "check_deliveries", "check_inbox", "claim", "fail", "read_group", "send_message"}
+	want := []string{"ack", "cancel_scheduled", "check_deliveries", "check_inbox", "claim", "extend_lease", "fail", "read_group", "send_message"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
@@ -170,10 +170,75 @@ func TestSendCheckClaimAck(t *testing.T) {
 	if len(inbox.Messages) != 0 {
 		t.Fatalf("bob's inbox after the ack = %+v", inbox)
 	}
-	// A second ack (a runtime retrying the call) says the message is
-	// done, not that the lease was lost.
-	if msg := callErr(t, bob, "ack", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID}); !strings.Contains(msg, "done already") {
-		t.Fatalf("a second ack: %q", msg)
+	// A second ack (a runtime retrying a call whose answer it lost) holds:
+	// the message is done.
+	var again2 mcpserver.Outcome
+	call(t, bob, "ack", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID}, &again2)
+	if again2.State != string(model.Readed) || again2.Note == "" {
+		t.Fatalf("a second ack = %+v; want READED, noted as done already", again2)
+	}
+	// A fail after it is refused, saying the message is done.
+	if msg := callErr(t, bob, "fail", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID, "error": "late"}); !strings.Contains(msg, "done already") {
+		t.Fatalf("a fail after the ack: %q", msg)
+	}
+}
+
+// A lease held longer with extend_lease; an ack with a mistyped lease_id
+// is told the message is still held by its own claim, and the right one
+// then works.
+func TestExtendLeaseAndMistypedLease(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	bob := session(t, srv.Client(t, "did:agent:bob", model.RoleAgent), "did:agent:bob")
+	var sent mcpserver.SendOutput
+	call(t, ann, "send_message", map[string]any{"to": []string{"did:agent:bob", "did:agent:carol"}, "text": "long job"}, &sent)
+	var got mcpserver.ClaimOutput
+	call(t, bob, "claim", map[string]any{"lease_ms": 1000}, &got)
+	if !got.Claimed || !slices.Equal(got.Message.To, []string{"did:agent:bob", "did:agent:carol"}) {
+		t.Fatalf("claim = %+v; want the message with its recipients", got)
+	}
+	var lease mcpserver.LeaseOutput
+	call(t, bob, "extend_lease", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID, "lease_ms": 600_000}, &lease)
+	if lease.LeaseID != got.LeaseID || lease.LeaseExpiresAt <= got.LeaseExpiresAt {
+		t.Fatalf("extend_lease = %+v after claim %+v", lease, got)
+	}
+	msg := callErr(t, bob, "ack", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID + "x"})
+	if !strings.Contains(msg, "another lease of yours") {
+		t.Fatalf("an ack with a mistyped lease_id: %q", msg)
+	}
+	var done mcpserver.Outcome
+	call(t, bob, "ack", map[string]any{"record_id": got.Message.RecordID, "lease_id": got.LeaseID}, &done)
+	if done.State != string(model.Readed) || done.Note != "" {
+		t.Fatalf("the ack with the right lease_id = %+v", done)
+	}
+}
+
+// A delayed send can be cancelled by the id send_message returned; a
+// group that is none is named as such.
+func TestCancelScheduledAndNoSuchGroup(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	var later mcpserver.SendOutput
+	call(t, ann, "send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": "later", "delay_ms": 60_000}, &later)
+	if later.ScheduledID == 0 {
+		t.Fatalf("a delayed send = %+v; want its scheduled_id", later)
+	}
+	var gone mcpserver.CancelOutput
+	call(t, ann, "cancel_scheduled", map[string]any{"scheduled_id": later.ScheduledID}, &gone)
+	if gone.MsgID != later.MsgID || gone.WasDueAt == "" {
+		t.Fatalf("cancel_scheduled = %+v for %+v", gone, later)
+	}
+	if msg := callErr(t, ann, "cancel_scheduled", map[string]any{"scheduled_id": later.ScheduledID}); !strings.Contains(msg, "not found") {
+		t.Fatalf("cancelling it again: %q", msg)
+	}
+	if msg := callErr(t, ann, "send_message", map[string]any{"group": "did:group:none", "text": "x"}); !strings.Contains(msg, "group: did:group:none is not a group") {
+		t.Fatalf("a post to a DID that is no group: %q", msg)
+	}
+	res, err := srv.Admin.Sync(context.Background(), wire.SyncQuery{Owner: "did:agent:bob", Box: model.Inbox})
+	if err != nil || len(res.Items) != 0 {
+		t.Fatalf("bob's inbox after the cancelled send: %+v, %v", res, err)
 	}
 }
 
@@ -202,6 +267,9 @@ func TestBadInputIsRefusedAndSendsNothing(t *testing.T) {
 		{"fail", map[string]any{"record_id": "cyrec:00", "lease_id": "L", "error": " "}, "error:"},
 		{"fail", map[string]any{"record_id": "cyrec:00", "lease_id": "L", "error": "x", "retry_after_ms": 5000}, "retry_after_ms: only with retryable"},
 		{"check_deliveries", map[string]any{"limit": 101}, "limit:"},
+		{"extend_lease", map[string]any{"record_id": "cyrec:00", "lease_id": "L", "lease_ms": -1}, "lease_ms:"},
+		{"cancel_scheduled", map[string]any{"scheduled_id": 0}, "scheduled_id:"},
+		{"send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": strings.Repeat("x", 1<<20+10)}, "text: the message is too large"},
 		{"read_group", map[string]any{"group": ""}, "group: is required"},
 		{"read_group", map[string]any{"group": "did:group:g", "after_seq": -1}, "after_seq:"},
 		{"check_deliveries", map[string]any{"after": -1}, "after:"},

@@ -61,23 +61,27 @@ func (t *tools) register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "check_inbox", Description: "List unread messages in the inbox, oldest " +
 		"first, without taking them: they stay unread and claimable (one failed with a retry shows retry_at, " +
 		"when claim takes it again).",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.checkInbox)
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, t.checkInbox)
 	mcp.AddTool(s, &mcp.Tool{Name: "claim", Description: "Take the next unread message of the inbox with a " +
 		"lease, waiting up to wait_ms for one to arrive. While the lease lasts no one else gets it; ack it when " +
 		"handled, or fail it to have it retried later. A lease that expires returns the message to the inbox."}, t.claim)
 	mcp.AddTool(s, &mcp.Tool{Name: "ack", Description: "Mark a claimed message as handled (read). Needs the " +
 		"record_id and lease_id that claim returned."}, t.ack)
+	mcp.AddTool(s, &mcp.Tool{Name: "extend_lease", Description: "Hold a claimed message longer, while its work " +
+		"goes on: the lease then runs lease_ms from now.", Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, t.extendLease)
+	mcp.AddTool(s, &mcp.Tool{Name: "cancel_scheduled", Description: "Cancel a delayed send before it is due, by " +
+		"the scheduled_id send_message returned."}, t.cancelScheduled)
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Give back a claimed message that could not be handled. " +
 		"With retryable it returns to the inbox after a backoff (at least retry_after_ms); without, or after the " +
 		"last attempt, it is dead-lettered (DEAD) for a person to look at."}, t.fail)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_group", Description: "Read a group's log: its messages in order, after " +
 		"the cursor of the last call (next_after_seq). A group that keeps its messages in its log instead of " +
 		"copying them into each member's inbox is read only this way. Reading takes nothing from anyone.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readGroup)
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, t.readGroup)
 	mcp.AddTool(s, &mcp.Tool{Name: "check_deliveries", Description: "Say which messages sent through tunnels " +
 		"were delivered (delivery.sent), failed for good (delivery.dead) or are tried again (delivery.redriven), " +
 		"after the cursor of the last call (next_after).",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.checkDeliveries)
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, t.checkDeliveries)
 }
 
 // inputField names the message's fields the server names as the tools'
@@ -100,6 +104,8 @@ func refused(tool string, err error) error {
 			return fmt.Errorf("%s: the lease is lost (it expired and the message went back to the inbox, or was claimed again): %s", tool, msg)
 		case wire.CodeNotFound:
 			return fmt.Errorf("%s: not found: %s", tool, msg)
+		case wire.CodeTooLarge:
+			return fmt.Errorf("%s: text: the message is too large (%s); send less, or several messages", tool, msg)
 		}
 		return fmt.Errorf("%s refused (%s): %s", tool, ae.Code, msg)
 	}

@@ -17,9 +17,10 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Use:   "mcp [--did DID]",
 		Short: "Serve an agent's mailbox as MCP tools on stdin/stdout, for AI agent runtimes",
 		Long: `Serve an agent's mailbox as Model Context Protocol tools on stdin and stdout:
-send_message (now or after delay_ms, to DIDs or a group), check_inbox, claim,
-ack, fail, check_deliveries and read_group. An agent runtime starts it as a
-subprocess; the tools act for the token's DID, with its rights and nothing more.
+send_message (now or after delay_ms, to DIDs or a group), cancel_scheduled,
+check_inbox, claim, extend_lease, ack, fail, check_deliveries and read_group.
+An agent runtime starts it as a subprocess; the tools act for the token's DID,
+with its rights and nothing more.
 
 Give it the agent's own token (msgcenter token create --did DID). With an
 admin's token, --did says whom to act for.
