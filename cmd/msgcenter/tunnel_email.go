@@ -88,6 +88,10 @@ Message-ID that is the same for every attempt. A 4xx answer is retried, a
 			}
 			return runTunnel(cmd, g, &f, nil, email.Platform, func(ctx context.Context, c *client.Client, log *slog.Logger) (*connector, error) {
 				conn := &connector{sender: sender}
+				if sender != nil {
+					// An answer is mailed as "Re:" the mail it answers.
+					sender.Answered = c.GetMessageObject
+				}
 				if f.noInbound {
 					return conn, nil
 				}

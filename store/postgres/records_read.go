@@ -280,7 +280,9 @@ func (s *Store) CanReadMessage(ctx context.Context, did, msgID string) (bool, er
 		`SELECT EXISTS (SELECT 1 FROM records WHERE msg_id = $1 AND owner = $2)
 			OR EXISTS (SELECT 1 FROM records r JOIN group_subscribers g
 				ON g.group_did = r.owner AND g.subscriber = $2
-				WHERE r.msg_id = $1 AND r.box = 'GROUP_INBOX')`, msgID, did).Scan(&ok)
+				WHERE r.msg_id = $1 AND r.box = 'GROUP_INBOX')
+			OR EXISTS (SELECT 1 FROM records r WHERE r.msg_id = $1 AND r.box = 'INBOX'
+				AND r.route IS NOT NULL AND r.route::jsonb ->> 'tunnel_did' = $2)`, msgID, did).Scan(&ok)
 	if err != nil {
 		return false, fail("can read message", err)
 	}

@@ -195,11 +195,17 @@ func testApplyMessageBody(t *testing.T, s store.Store) {
 		t.Fatalf("GetMessage after second plan returned %q, want the first body %q", got, want)
 	}
 
+	// The tunnel a message came in through reads it: an INBOX record's
+	// route names it. Another tunnel does not.
+	in := msgID("body-inbound")
+	mustApply(t, s, newPlan(in, base+2, newRec(dave, model.Inbox, in, base+2,
+		withRoute(model.Route{TunnelDID: tunnel, Platform: "email", Address: "x@example.com"}))))
 	for _, c := range []struct {
 		did, msg string
 		want     bool
 	}{
 		{alice, m, true}, {bob, m, true}, {carol, m, false}, {alice, msgID("unknown"), false},
+		{tunnel, in, true}, {"did:tunnel:other", in, false}, {tunnel, m, false}, {dave, in, true},
 	} {
 		ok, err := s.CanReadMessage(ctx, c.did, c.msg)
 		requireNoError(t, err, "CanReadMessage")

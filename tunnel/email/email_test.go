@@ -205,3 +205,55 @@ func TestOutbound(t *testing.T) {
 		t.Fatalf("dead record %+v", d)
 	}
 }
+
+// An agent's answer to a mail (thread.reply_to) that has no title of its
+// own is mailed as "Re:" that mail's subject, in reply to exactly it and
+// the thread it continued: the tunnel may read what came in through it.
+func TestAnswerThreadsUnderTheMailAnswered(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	rl := &relay{}
+	addr := serve(t, rl)
+	ctx := context.Background()
+	tun := srv.Client(t, tunnelDID, model.RoleTunnel)
+	in := &tunnel.Inbound{Client: tun, DID: tunnelDID, Platform: email.Platform, To: []string{agentDID}, Logger: quiet}
+	mailText := "From: Bob <bob@example.com>\r\nTo: " + mailbox + "\r\nSubject: Build status\r\n" +
+		"Message-ID: <m2@example.com>\r\nIn-Reply-To: <m1@example.com>\r\nDate: Mon, 23 Nov 2026 10:00:00 +0000\r\n\r\nIs it green?\r\n"
+	ev, err := email.Event([]byte(mailText), "bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := in.Dispatch(ctx, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A later mail moves the person's route on: the answer must still
+	// thread under the mail it answers.
+	later := strings.Replace(strings.Replace(mailText, "<m2@example.com>", "<m3@example.com>", 1), "Build status", "Lunch?", 1)
+	if ev, err = email.Event([]byte(later), "bob@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Dispatch(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	ob := &tunnel.Outbox{Client: tun, DID: tunnelDID, Lease: 5 * time.Second, Wait: 300 * time.Millisecond, Logger: quiet,
+		Sender: &email.Sender{Relay: addr, TLS: "none", From: mailbox, Answered: tun.GetMessageObject}}
+	testserver.Run(t, ob.Run)
+
+	sent, err := srv.Admin.PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{From: agentDID, To: []string{"did:email:bob@example.com"},
+		Thread: &message.Thread{ReplyTo: res.MsgID}, Content: message.Content{Content: "Yes, green since 9:40."}}})
+	if err != nil || len(sent.Deliveries) != 1 {
+		t.Fatalf("post_send %+v, %v", sent, err)
+	}
+	testserver.WaitFor(t, "the answer SENT", func() bool { return srv.Record(t, sent.Deliveries[0].RecordID).State == model.Sent })
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if len(rl.mails) != 1 {
+		t.Fatalf("%d mails", len(rl.mails))
+	}
+	for _, want := range []string{"Subject: Re: Build status", "In-Reply-To: <m2@example.com>", "References: <m1@example.com> <m2@example.com>"} {
+		if !strings.Contains(rl.mails[0], want) {
+			t.Fatalf("the answer lacks %q:\n%s", want, rl.mails[0])
+		}
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/tunnel"
 )
 
@@ -37,6 +40,13 @@ type Sender struct {
 	// HelloName is this host's name in EHLO (default "localhost", which
 	// some relays refuse; with STARTTLS the EHLO before TLS says it).
 	HelloName string
+	// Answered, when set, reads the message an answer replies to (its
+	// thread.reply_to): a mail that came in is answered as "Re:" its
+	// subject, in reply to exactly it. The tunnel's client does
+	// (client.GetMessageObject): msgcenter lets a tunnel read what came
+	// in through it. Without it, or when the lookup fails, an answer
+	// replies to the person's last mail (the route's chat_id).
+	Answered func(ctx context.Context, msgID string) (*message.Message, error)
 }
 
 // Send mails one delivery. Its Message-ID follows from the record, the
@@ -50,7 +60,7 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	if a, ok := s.FromOf[d.Msg.LogicalSender()]; ok {
 		from = a
 	}
-	body, id, err := s.compose(d, from, to.Address)
+	body, id, err := s.compose(d, from, to.Address, s.answered(ctx, d))
 	if err != nil {
 		return "", tunnel.Permanent("bad_message", err.Error())
 	}
@@ -60,14 +70,37 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	return id, nil
 }
 
+// answered is the mail d answers, when d names one (thread.reply_to) that
+// came in as a mail and can be read.
+func (s *Sender) answered(ctx context.Context, d *tunnel.Delivery) *Machine {
+	if s.Answered == nil || d.Msg.Thread == nil || d.Msg.Thread.ReplyTo == "" {
+		return nil
+	}
+	m, err := s.Answered(ctx, d.Msg.Thread.ReplyTo)
+	if err != nil || m == nil || len(m.Content.Machine) == 0 {
+		return nil
+	}
+	var mm Machine
+	if json.Unmarshal(m.Content.Machine, &mm) != nil || mm.Email.MessageID == "" {
+		return nil
+	}
+	return &mm
+}
+
 // compose writes the mail: plain text, UTF-8, the title as subject (else
-// the text's first line).
-func (s *Sender) compose(d *tunnel.Delivery, from, to string) ([]byte, string, error) {
+// "Re:" the subject of the mail answered, else the text's first line).
+func (s *Sender) compose(d *tunnel.Delivery, from, to string, ans *Machine) ([]byte, string, error) {
 	var h gomail.Header
 	h.SetDate(time.Now())
 	h.SetAddressList("From", []*gomail.Address{{Address: from}})
 	h.SetAddressList("To", []*gomail.Address{{Address: to}})
 	subject := d.Msg.Content.Title
+	if subject == "" && ans != nil && strings.TrimSpace(ans.Email.Subject) != "" {
+		subject = ans.Email.Subject
+		if len(subject) < 3 || !strings.EqualFold(subject[:3], "re:") {
+			subject = "Re: " + subject
+		}
+	}
 	if subject == "" {
 		subject, _, _ = strings.Cut(strings.TrimSpace(d.Msg.Content.Content), "\n")
 		subject = strings.TrimSpace(subject)
@@ -82,10 +115,15 @@ func (s *Sender) compose(d *tunnel.Delivery, from, to string) ([]byte, string, e
 	}
 	id := strings.TrimPrefix(d.Record.RecordID, "cyrec:") + "@" + host
 	h.SetMessageID(id)
-	if re := d.Route.ChatID; re != "" {
+	switch {
+	case ans != nil && !strings.HasPrefix(ans.Email.MessageID, "sha256:"):
+		// The mail answered, and the thread it continued.
+		h.SetMsgIDList("In-Reply-To", []string{ans.Email.MessageID})
+		h.SetMsgIDList("References", append(slices.Clone(ans.Email.InReplyTo), ans.Email.MessageID))
+	case d.Route.ChatID != "":
 		// The mail the person last wrote (see Event): answer in its thread.
-		h.SetMsgIDList("In-Reply-To", []string{re})
-		h.SetMsgIDList("References", []string{re})
+		h.SetMsgIDList("In-Reply-To", []string{d.Route.ChatID})
+		h.SetMsgIDList("References", []string{d.Route.ChatID})
 	}
 	// An agent's answer is an automatic reply (RFC 3834): vacation
 	// responders and the like do not answer it, which keeps two machines
