@@ -369,3 +369,39 @@ func TestApplyLogFullDurability(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyLogReplaysNotices: an Update answered but not committed when
+// the process dies is replayed with its notice, the second event it owes
+// another owner (a delivery's author).
+func TestApplyLogReplaysNotices(t *testing.T) {
+	ctx := context.Background()
+	path := tempDB(t)
+	s := openPath(t, path, Options{})
+	res, err := s.Apply(ctx, sendPlan(0, "did:a", []string{"did:b"}, 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inbox model.Record
+	for _, r := range res.Created {
+		if r.BoxKind == model.Inbox {
+			inbox = r
+		}
+	}
+	if _, err := s.Update(ctx, &store.Update{RecordID: inbox.RecordID, From: model.Unread, To: model.Readed, NowMS: 1001,
+		Notice: &store.Notice{Owner: "did:c", Type: model.EventDeliverySent, Detail: "told"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.uncommitted.Load() || logSize(t, path) == 0 {
+		t.Fatal("nothing was waiting in the apply log: the test crashes nothing")
+	}
+	s.crash()
+
+	s2 := openPath(t, path, Options{})
+	evs, err := s2.ListEvents(ctx, store.EventFilter{Owner: "did:c", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != model.EventDeliverySent || evs[0].RecordID != inbox.RecordID || evs[0].Detail != "told" {
+		t.Fatalf("did:c's events after the replay: %+v; want the notice", evs)
+	}
+}
