@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +216,25 @@ func TestDeliveryEndedByHandIsTold(t *testing.T) {
 				t.Fatalf("the author was told %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A post_send naming a group in msg.to is refused, naming the field: the
+// group's own INBOX, which no member reads, would take it.
+func TestPostSendToAGroupIsRefused(t *testing.T) {
+	t.Parallel()
+	s := newService(t, newClock())
+	ctx := context.Background()
+	const grp = "did:test:team"
+	if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{"did:alice", "did:bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.PostSend(ctx, agent("did:alice"), &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:carol", grp}, "hi team")})
+	var me *model.Error
+	if !errors.As(err, &me) || !errors.Is(err, model.ErrInvalid) || me.Field != "msg.to[1]" || !strings.Contains(me.Message, "is a group") {
+		t.Fatalf("post_send to a group: %v", err)
+	}
+	if n := len(syncAll(t, s, "did:carol", model.Inbox)); n != 0 {
+		t.Fatalf("the refused send left %d records with carol", n)
 	}
 }

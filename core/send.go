@@ -173,6 +173,9 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 		// group's subscribers and external chat only.
 		return nil, model.Invalid("msg.to", fmt.Sprintf("a message from group %s goes to its subscribers; leave msg.to empty, or send the others a message of their own", c.msg.From))
 	}
+	if err := s.noGroupRecipient(ctx, c.msg.To); err != nil {
+		return nil, err
+	}
 	if req.DelayMS != nil || req.DeliverAtMS != nil { // a send made now is checked as it plans
 		if err := s.checkSendRoutes(ctx, c, req.SendCtx); err != nil {
 			return nil, err
@@ -189,6 +192,24 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	}
 	return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due), ScheduledID: id,
 		Deliveries: []wire.Delivery{}, LocalRecipients: []string{}, DroppedRecipients: []string{}}, nil
+}
+
+// noGroupRecipient refuses a post_send naming a group in msg.to: the
+// group would get the message in its own INBOX, which none of its members
+// reads, and the sender would be told it was delivered. (A dispatch is
+// not refused: a tunnel that drops what msgcenter refuses would lose the
+// message, where the group's INBOX keeps it for an admin.)
+func (s *Service) noGroupRecipient(ctx context.Context, to []string) error {
+	for i, d := range to {
+		delivery, err := s.st.GroupDelivery(ctx, d)
+		if err != nil {
+			return err
+		}
+		if delivery != "" {
+			return model.Invalid(fmt.Sprintf("msg.to[%d]", i), fmt.Sprintf("%s is a group: post to it with msg.from = the group and msg.source = the author, and no msg.to", d))
+		}
+	}
+	return nil
 }
 
 // sendOpts are the parts of a dispatch or post_send request besides the

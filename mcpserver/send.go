@@ -84,6 +84,12 @@ func (t *tools) send(ctx context.Context, _ *mcp.CallToolRequest, in SendInput) 
 	if in.Group != "" && errors.As(err, &ae) && ae.Field == "msg.to" {
 		return nil, out, fmt.Errorf("group: %s is not a group (it has no subscribers); to write to one DID, use to", in.Group)
 	}
+	var i int
+	if errors.As(err, &ae) && strings.Contains(ae.Message, "is a group") {
+		if _, serr := fmt.Sscanf(ae.Field, "msg.to[%d]", &i); serr == nil && i >= 0 && i < len(in.To) {
+			return nil, out, fmt.Errorf("to[%d]: %s is a group: post to it with group, not to", i, in.To[i])
+		}
+	}
 	if err != nil {
 		return nil, out, refused("send_message", err)
 	}

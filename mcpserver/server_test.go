@@ -236,6 +236,12 @@ func TestCancelScheduledAndNoSuchGroup(t *testing.T) {
 	if msg := callErr(t, ann, "send_message", map[string]any{"group": "did:group:none", "text": "x"}); !strings.Contains(msg, "group: did:group:none is not a group") {
 		t.Fatalf("a post to a DID that is no group: %q", msg)
 	}
+	if _, err := srv.Admin.SetSubscribers(context.Background(), "did:group:team", []string{"did:agent:ann", "did:agent:bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if msg := callErr(t, ann, "send_message", map[string]any{"to": []string{"did:agent:bob", "did:group:team"}, "text": "x"}); !strings.Contains(msg, "to[1]: did:group:team is a group: post to it with group") {
+		t.Fatalf("a send to a group as a recipient: %q", msg)
+	}
 	res, err := srv.Admin.Sync(context.Background(), wire.SyncQuery{Owner: "did:agent:bob", Box: model.Inbox})
 	if err != nil || len(res.Items) != 0 {
 		t.Fatalf("bob's inbox after the cancelled send: %+v, %v", res, err)
