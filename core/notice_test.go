@@ -238,3 +238,41 @@ func TestPostSendToAGroupIsRefused(t *testing.T) {
 		t.Fatalf("the refused send left %d records with carol", n)
 	}
 }
+
+// A tunnel reads the messages that came in through it (to answer them:
+// a mail's subject), and nothing more of them: not their receipts. Another
+// tunnel reads none of it.
+func TestTunnelReadsWhatCameThroughIt(t *testing.T) {
+	t.Parallel()
+	s := newService(t, newClock())
+	ctx := context.Background()
+	res, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: chat("did:tg:ann", []string{"did:agent:bob"}, "hello"),
+		IngressCtx: &model.Route{TunnelDID: tunnel.DID, Platform: "telegram", ChatID: "42"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetMessage(ctx, tunnel, res.MsgID); err != nil {
+		t.Fatalf("the tunnel reading what came in through it: %v", err)
+	}
+	other := model.Identity{DID: "did:tunnel:other", Role: model.RoleTunnel}
+	if _, err := s.GetMessage(ctx, other, res.MsgID); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("another tunnel reading it: %v", err)
+	}
+	if _, err := s.ListReceipts(ctx, tunnel, wire.ReceiptQuery{MsgID: res.MsgID}); !errors.Is(err, model.ErrForbidden) {
+		t.Fatalf("the tunnel listing the message's receipts: %v", err)
+	}
+	// A tunnel's dispatch that does not name the tunnel came in through it
+	// all the same.
+	unnamed, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: chat("did:tg:ann", []string{"did:agent:bob"}, "again"),
+		IngressCtx: &model.Route{Platform: "telegram", ChatID: "42"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetMessage(ctx, tunnel, unnamed.MsgID); err != nil {
+		t.Fatalf("the tunnel reading a dispatch that did not name it: %v", err)
+	}
+	rec, err := s.GetRecord(ctx, admin, model.RecordID("did:agent:bob", model.Inbox, unnamed.MsgID, ""), false)
+	if err != nil || rec.Record.Route == nil || rec.Record.Route.TunnelDID != tunnel.DID {
+		t.Fatalf("the record of a dispatch that did not name its tunnel: %+v, %v", rec, err)
+	}
+}

@@ -118,6 +118,13 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if who.Role != model.RoleAdmin && who.Role != model.RoleTunnel {
 		return nil, model.Forbidden("dispatch needs a tunnel or admin token; agents send with post_send")
 	}
+	if who.Role == model.RoleTunnel && req.IngressCtx != nil && req.IngressCtx.TunnelDID == "" {
+		// A tunnel's own dispatch came in through it, said or not: the
+		// records keep that (and let it read the message: CameThrough).
+		ing := *req.IngressCtx
+		ing.TunnelDID = who.DID
+		req.IngressCtx = &ing
+	}
 	if err := checkIngress(who, req.IngressCtx); err != nil {
 		return nil, err
 	}

@@ -135,7 +135,9 @@ func (t *tools) claim(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput
 	}
 	ctx, cancel := t.bounded(ctx, time.Duration(in.WaitMS)*time.Millisecond)
 	defer cancel()
-	got, err := t.c.Next(ctx, t.did, model.Inbox, &wire.NextRequest{WaitMS: in.WaitMS, LeaseMS: in.LeaseMS})
+	// The holder is the DID the tools act for, also with an admin's token
+	// (notHeld tells a mistyped lease_id by it).
+	got, err := t.c.Next(ctx, t.did, model.Inbox, &wire.NextRequest{WaitMS: in.WaitMS, LeaseMS: in.LeaseMS, Holder: t.did})
 	if err != nil {
 		return nil, out, refused("claim", err)
 	}
@@ -163,7 +165,6 @@ type Outcome struct {
 	Attempts int    `json:"attempts"`
 	// RetryAt is when a failed message is claimable again.
 	RetryAt string `json:"retry_at,omitempty"`
-	Note    string `json:"note,omitempty"`
 }
 
 func (t *tools) ack(ctx context.Context, _ *mcp.CallToolRequest, in AckInput) (*mcp.CallToolResult, Outcome, error) {
@@ -173,18 +174,14 @@ func (t *tools) ack(ctx context.Context, _ *mcp.CallToolRequest, in AckInput) (*
 	ctx, cancel := t.bounded(ctx, 0)
 	defer cancel()
 	got, err := t.c.Ack(ctx, in.RecordID, in.LeaseID, "")
-	if err == nil {
-		return nil, outcome(got.Record), nil
+	if err != nil {
+		// Done already is an error too: whose ack it was cannot be told
+		// (a lease is forgotten when it ends), and a worker whose lease
+		// ran out must learn that someone else may have done the work.
+		_, herr := t.notHeld(ctx, "ack", in.RecordID, in.LeaseID, err)
+		return nil, Outcome{}, herr
 	}
-	rec, herr := t.notHeld(ctx, "ack", in.RecordID, in.LeaseID, err)
-	if rec != nil && rec.State == model.DoneState(rec.BoxKind) {
-		// Acked already (a runtime retrying a call whose answer it
-		// lost, say): what the ack asked for holds.
-		o := outcome(*rec)
-		o.Note = "it was done already"
-		return nil, o, nil
-	}
-	return nil, Outcome{}, herr
+	return nil, outcome(got.Record), nil
 }
 
 // FailInput names a claimed message and what went wrong.
@@ -235,7 +232,7 @@ func (t *tools) notHeld(ctx context.Context, tool, recordID, leaseID string, err
 	rec := &got.Record
 	switch st := rec.State; {
 	case st == model.DoneState(rec.BoxKind):
-		return rec, fmt.Errorf("%s: the message is done already (%s); nothing to do", tool, st)
+		return rec, fmt.Errorf("%s: the message is done already (%s): acked by this claim before (an answer lost), or by another after this claim's lease ran out; nothing to do", tool, st)
 	case st == model.Dead:
 		return rec, fmt.Errorf("%s: the message is DEAD (dead-lettered) now; this claim no longer holds it", tool)
 	case st == model.HeldState(rec.BoxKind) && rec.Lease != nil && rec.Lease.ExpiresAtMS > time.Now().UnixMilli() &&

@@ -61,6 +61,10 @@ type Store interface {
 	// belongs to a group whose GROUP_INBOX holds it (members who joined
 	// later read the group's history).
 	CanReadMessage(ctx context.Context, did, msgID string) (bool, error)
+	// CameThrough reports whether the message came in through tunnel (an
+	// INBOX record's route names it): a tunnel may read what it brought
+	// in, to answer it (a mail's subject), and nothing more of it.
+	CameThrough(ctx context.Context, tunnel, msgID string) (bool, error)
 
 	GetRecord(ctx context.Context, recordID string) (model.Record, error)
 	// Claim atomically takes the visible record with the lowest seq in

@@ -129,6 +129,10 @@ func TestOutboxFailures(t *testing.T) {
 			switch d.Msg.Content.Content {
 			case "later":
 				return "", tunnel.Retry("429", "slow down", time.Hour)
+			case "much later":
+				// Longer than msgcenter keeps a record waiting: the
+				// longest wait, not a refused report.
+				return "", tunnel.Retry("flood", "come back next month", 30*24*time.Hour)
 			case "never":
 				return "", tunnel.Permanent("400", "no such chat")
 			default:
@@ -144,11 +148,15 @@ func TestOutboxFailures(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	later, never, reset := send(t, ag, "later"), send(t, ag, "never"), send(t, ag, "reset")
+	later, never, reset, month := send(t, ag, "later"), send(t, ag, "never"), send(t, ag, "reset"), send(t, ag, "much later")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		l, n, r := state(t, srv, later), state(t, srv, never), state(t, srv, reset)
-		if l.State == model.Wait && l.Delivery.Attempts == 1 && n.State == model.Dead && r.Delivery.Attempts >= 1 {
+		l, n, r, m := state(t, srv, later), state(t, srv, never), state(t, srv, reset), state(t, srv, month)
+		if l.State == model.Wait && l.Delivery.Attempts == 1 && n.State == model.Dead && r.Delivery.Attempts >= 1 &&
+			m.State == model.Wait && m.Delivery.Attempts == 1 {
+			if m.Delivery.RetryAfterMS != 7*24*3_600_000 || m.Delivery.ErrorCode != "flood" {
+				t.Fatalf("a wait longer than msgcenter keeps: %+v", m.Delivery)
+			}
 			now := time.Now().UnixMilli()
 			if l.Delivery.NextRetryAtMS < now+50*60*1000 || l.Delivery.ErrorCode != "429" || l.Delivery.RetryAfterMS != 3_600_000 {
 				t.Fatalf("retry-after record %+v", l.Delivery)
@@ -168,7 +176,7 @@ func TestOutboxFailures(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if seen["later"] != 1 || seen["never"] != 1 {
+	if seen["later"] != 1 || seen["never"] != 1 || seen["much later"] != 1 {
 		t.Fatalf("sends %v: a message retried before its time", seen)
 	}
 }

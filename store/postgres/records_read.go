@@ -281,10 +281,21 @@ func (s *Store) CanReadMessage(ctx context.Context, did, msgID string) (bool, er
 			OR EXISTS (SELECT 1 FROM records r JOIN group_subscribers g
 				ON g.group_did = r.owner AND g.subscriber = $2
 				WHERE r.msg_id = $1 AND r.box = 'GROUP_INBOX')
-			OR EXISTS (SELECT 1 FROM records r WHERE r.msg_id = $1 AND r.box = 'INBOX'
-				AND r.route IS NOT NULL AND r.route::jsonb ->> 'tunnel_did' = $2)`, msgID, did).Scan(&ok)
+`, msgID, did).Scan(&ok)
 	if err != nil {
 		return false, fail("can read message", err)
+	}
+	return ok, nil
+}
+
+// CameThrough reports whether the message came in through tunnel: an INBOX
+// record of it has the tunnel in its route (the dispatch's ingress).
+func (s *Store) CameThrough(ctx context.Context, tunnel, msgID string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM records r WHERE r.msg_id = $1 AND r.box = 'INBOX'
+		AND r.route IS NOT NULL AND r.route::jsonb ->> 'tunnel_did' = $2)`, msgID, tunnel).Scan(&ok)
+	if err != nil {
+		return false, fail("came through", err)
 	}
 	return ok, nil
 }

@@ -378,9 +378,7 @@ func (s *Store) GetMessages(ctx context.Context, ids []string) (map[string][]byt
 }
 
 // CanReadMessage reports whether did owns a record of the message, or
-// belongs to a group whose GROUP_INBOX holds it, or is the tunnel that
-// brought it in (an INBOX record's route names it): a tunnel answering a
-// person reads what the person wrote, the subject of the mail answered. A recipient's INBOX
+// belongs to a group whose GROUP_INBOX holds it. A recipient's INBOX
 // record and an author's OUTBOX record, the usual answers, are looked up
 // by the ids the core gives them; only otherwise are the message's records
 // walked (records_msg), which for a message delivered to each member of a
@@ -398,14 +396,26 @@ func (s *Store) CanReadMessage(ctx context.Context, did, msgID string) (bool, er
 			WHEN EXISTS (SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref
 				JOIN group_subscribers g ON g.group_did = r.owner AND g.subscriber = ?2
 				WHERE m.msg_id = ?1 AND r.box = 'GROUP_INBOX') THEN 1
-			WHEN EXISTS (SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref
-				WHERE m.msg_id = ?1 AND r.owner = ?2) THEN 1
 			ELSE EXISTS (SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref
-				WHERE m.msg_id = ?1 AND r.box = 'INBOX' AND r.route IS NOT NULL
-					AND json_extract(r.route, '$.tunnel_did') = ?2) END`,
+				WHERE m.msg_id = ?1 AND r.owner = ?2) END`,
 		msgID, did, in, inLo, inHi, inOld, out, outLo, outHi, outOld).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: can read message: %w", err)
+	}
+	return ok, nil
+}
+
+// CameThrough reports whether the message came in through tunnel: an INBOX
+// record of it has the tunnel in its route (the dispatch's ingress). It
+// stops at the first such record; the records of a dispatched message
+// share its ingress, so that is the first INBOX record it reads.
+func (s *Store) CameThrough(ctx context.Context, tunnel, msgID string) (bool, error) {
+	var ok bool
+	err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages m JOIN records r ON r.msg_ref = m.msg_ref
+		WHERE m.msg_id = ? AND r.box = 'INBOX' AND r.route IS NOT NULL
+			AND json_extract(r.route, '$.tunnel_did') = ?)`, msgID, tunnel).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: came through: %w", err)
 	}
 	return ok, nil
 }

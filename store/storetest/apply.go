@@ -195,17 +195,29 @@ func testApplyMessageBody(t *testing.T, s store.Store) {
 		t.Fatalf("GetMessage after second plan returned %q, want the first body %q", got, want)
 	}
 
-	// The tunnel a message came in through reads it: an INBOX record's
-	// route names it. Another tunnel does not.
+	// The tunnel a message came in through is told so (an INBOX record's
+	// route names it), and only that tunnel; it is no reader of it.
 	in := msgID("body-inbound")
 	mustApply(t, s, newPlan(in, base+2, newRec(dave, model.Inbox, in, base+2,
 		withRoute(model.Route{TunnelDID: tunnel, Platform: "email", Address: "x@example.com"}))))
+	for _, c := range []struct {
+		tunnel, msg string
+		want        bool
+	}{
+		{tunnel, in, true}, {"did:tunnel:other", in, false}, {tunnel, m, false}, {tunnel, msgID("unknown"), false},
+	} {
+		ok, err := s.CameThrough(ctx, c.tunnel, c.msg)
+		requireNoError(t, err, "CameThrough")
+		if ok != c.want {
+			t.Fatalf("CameThrough(%s, %s) = %v, want %v", c.tunnel, short(c.msg), ok, c.want)
+		}
+	}
 	for _, c := range []struct {
 		did, msg string
 		want     bool
 	}{
 		{alice, m, true}, {bob, m, true}, {carol, m, false}, {alice, msgID("unknown"), false},
-		{tunnel, in, true}, {"did:tunnel:other", in, false}, {tunnel, m, false}, {dave, in, true},
+		{tunnel, in, false}, {dave, in, true},
 	} {
 		ok, err := s.CanReadMessage(ctx, c.did, c.msg)
 		requireNoError(t, err, "CanReadMessage")

@@ -246,14 +246,30 @@ func TestAnswerThreadsUnderTheMailAnswered(t *testing.T) {
 		t.Fatalf("post_send %+v, %v", sent, err)
 	}
 	testserver.WaitFor(t, "the answer SENT", func() bool { return srv.Record(t, sent.Deliveries[0].RecordID).State == model.Sent })
+	// An answer to someone else naming bob's mail does not show it bob's
+	// subject or Message-ID: it goes as any other mail to that person.
+	if _, err := tun.SetRoutes(ctx, "did:email:carol@example.com", []model.ContactRoute{{Address: "carol@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := srv.Admin.PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{From: agentDID, To: []string{"did:email:carol@example.com"},
+		Thread: &message.Thread{ReplyTo: res.MsgID}, Content: message.Content{Content: "Not yours."}}})
+	if err != nil || len(other.Deliveries) != 1 {
+		t.Fatalf("post_send %+v, %v", other, err)
+	}
+	testserver.WaitFor(t, "the other answer SENT", func() bool { return srv.Record(t, other.Deliveries[0].RecordID).State == model.Sent })
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	if len(rl.mails) != 1 {
+	if len(rl.mails) != 2 {
 		t.Fatalf("%d mails", len(rl.mails))
 	}
 	for _, want := range []string{"Subject: Re: Build status", "In-Reply-To: <m2@example.com>", "References: <m1@example.com> <m2@example.com>"} {
 		if !strings.Contains(rl.mails[0], want) {
 			t.Fatalf("the answer lacks %q:\n%s", want, rl.mails[0])
+		}
+	}
+	for _, leak := range []string{"Build status", "m2@example.com", "m1@example.com"} {
+		if strings.Contains(rl.mails[1], leak) {
+			t.Fatalf("the mail to carol shows bob's %q:\n%s", leak, rl.mails[1])
 		}
 	}
 }

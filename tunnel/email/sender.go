@@ -17,6 +17,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/tunnel"
 )
@@ -60,7 +61,11 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	if a, ok := s.FromOf[d.Msg.LogicalSender()]; ok {
 		from = a
 	}
-	body, id, err := s.compose(d, from, to.Address, s.answered(ctx, d))
+	ans, err := s.answered(ctx, d)
+	if err != nil {
+		return "", tunnel.Retry("lookup", fmt.Sprintf("reading the mail this answers: %v", err), 0)
+	}
+	body, id, err := s.compose(d, from, to.Address, ans)
 	if err != nil {
 		return "", tunnel.Permanent("bad_message", err.Error())
 	}
@@ -71,20 +76,30 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 }
 
 // answered is the mail d answers, when d names one (thread.reply_to) that
-// came in as a mail and can be read.
-func (s *Sender) answered(ctx context.Context, d *tunnel.Delivery) *Machine {
+// came in as a mail from d's recipient: another person's subject and
+// Message-ID are not the recipient's to see. An error is one worth
+// retrying (msgcenter away); a message that is not there, or not this
+// tunnel's to read, is no mail to thread under.
+func (s *Sender) answered(ctx context.Context, d *tunnel.Delivery) (*Machine, error) {
 	if s.Answered == nil || d.Msg.Thread == nil || d.Msg.Thread.ReplyTo == "" {
-		return nil
+		return nil, nil
 	}
 	m, err := s.Answered(ctx, d.Msg.Thread.ReplyTo)
-	if err != nil || m == nil || len(m.Content.Machine) == 0 {
-		return nil
+	var api *client.APIError
+	if errors.As(err, &api) && api.Status < 500 {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m == nil || len(m.Content.Machine) == 0 || m.LogicalSender() != d.Route.TargetDID {
+		return nil, nil
 	}
 	var mm Machine
 	if json.Unmarshal(m.Content.Machine, &mm) != nil || mm.Email.MessageID == "" {
-		return nil
+		return nil, nil
 	}
-	return &mm
+	return &mm, nil
 }
 
 // compose writes the mail: plain text, UTF-8, the title as subject (else
