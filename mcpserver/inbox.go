@@ -152,11 +152,14 @@ func (t *tools) claim(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput
 	return nil, out, nil
 }
 
-// AckInput names a claimed message.
-type AckInput struct {
+// Claimed names a claimed message, as claim returned it.
+type Claimed struct {
 	RecordID string `json:"record_id" jsonschema:"the record_id claim returned"`
 	LeaseID  string `json:"lease_id" jsonschema:"the lease_id claim returned"`
 }
+
+// AckInput names a claimed message.
+type AckInput = Claimed
 
 // Outcome is a message's state after ack or fail.
 type Outcome struct {
@@ -186,8 +189,7 @@ func (t *tools) ack(ctx context.Context, _ *mcp.CallToolRequest, in AckInput) (*
 
 // FailInput names a claimed message and what went wrong.
 type FailInput struct {
-	RecordID     string `json:"record_id" jsonschema:"the record_id claim returned"`
-	LeaseID      string `json:"lease_id" jsonschema:"the lease_id claim returned"`
+	Claimed
 	Error        string `json:"error" jsonschema:"what went wrong, for whoever looks at it later"`
 	Retryable    bool   `json:"retryable,omitempty" jsonschema:"true: the failure is temporary, try again after a backoff"`
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty" jsonschema:"when retryable: wait at least this many milliseconds"`
@@ -249,9 +251,8 @@ func (t *tools) notHeld(ctx context.Context, tool, recordID, leaseID string, err
 
 // LeaseInput names a claimed message and how much longer to hold it.
 type LeaseInput struct {
-	RecordID string `json:"record_id" jsonschema:"the record_id claim returned"`
-	LeaseID  string `json:"lease_id" jsonschema:"the lease_id claim returned"`
-	LeaseMS  int64  `json:"lease_ms,omitempty" jsonschema:"hold it this many milliseconds from now (default: the server's, 5 minutes)"`
+	Claimed
+	LeaseMS int64 `json:"lease_ms,omitempty" jsonschema:"hold it this many milliseconds from now (default: the server's, 5 minutes)"`
 }
 
 // LeaseOutput is the lease after extend_lease.
