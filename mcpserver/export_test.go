@@ -17,3 +17,6 @@ func NewCached(c *client.Client, did string, cache *mcp.SchemaCache) (*mcp.Serve
 func NewWithTimeout(c *client.Client, did string, d time.Duration) (*mcp.Server, error) {
 	return newServer(c, did, nil, d)
 }
+
+// ServeIO is Serve on in and out.
+var ServeIO = serveIO

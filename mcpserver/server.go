@@ -8,7 +8,6 @@
 package mcpserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -49,14 +48,4 @@ func newServer(c *client.Client, did string, cache *mcp.SchemaCache, timeout tim
 	t := &tools{c: c, did: did, timeout: timeout}
 	t.register(srv)
 	return srv, nil
-}
-
-// Serve runs the server over stdin and stdout until the client goes away
-// or ctx ends.
-func Serve(ctx context.Context, srv *mcp.Server) error {
-	err := srv.Run(ctx, &mcp.StdioTransport{})
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
 }

@@ -1,0 +1,51 @@
+package mcpserver_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msgcenter/msgcenter/core"
+	"github.com/msgcenter/msgcenter/internal/testserver"
+	"github.com/msgcenter/msgcenter/mcpserver"
+	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
+)
+
+// A client that writes its requests and closes stdin (a script, a runtime
+// shutting down) gets every answer, and what it asked for is done.
+func TestStdinEndAnswersWhatWasAsked(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	s, err := mcpserver.New(srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"send_message","arguments":{"to":["did:agent:bob"],"text":"piped"}}}`,
+		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"claim","arguments":{"wait_ms":300}}}`,
+	}, "\n") + "\n")
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := mcpserver.ServeIO(ctx, s, in, &out); err != nil && !strings.Contains(err.Error(), "EOF") {
+		t.Fatalf("serve: %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("serving took %v", took)
+	}
+	for _, want := range []string{`"id":1,"result"`, `"id":2,"result"`, `"id":"three","result"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("the output lacks %s:\n%s", want, out.String())
+		}
+	}
+	res, err := srv.Admin.Sync(context.Background(), wire.SyncQuery{Owner: "did:agent:bob", Box: model.Inbox})
+	if err != nil || len(res.Items) != 1 {
+		t.Fatalf("bob's inbox after the piped send: %+v, %v", res, err)
+	}
+}
