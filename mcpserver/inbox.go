@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,22 @@ import (
 
 // InboxInput is check_inbox's input.
 type InboxInput struct {
-	Limit int `json:"limit,omitempty" jsonschema:"how many messages at most, 1 to 100 (default 10)"`
+	Limit   int `json:"limit,omitempty" jsonschema:"how many messages at most, 1 to 100 (default 10)"`
+	MaxText int `json:"max_text,omitempty" jsonschema:"show at most this many characters of each text (default 2000); claim shows it whole"`
+}
+
+// Bounds of check_inbox's max_text: a page of long messages must not flood
+// the agent's context; claim, which takes one, shows it whole.
+const (
+	defaultMaxText = 2000
+	maxMaxText     = 1 << 20
+)
+
+// preview cuts m's text to n characters, saying so.
+func preview(m *Message, n int) {
+	if r := []rune(m.Text); len(r) > n {
+		m.Text, m.Truncated = string(r[:n])+"…", true
+	}
 }
 
 // InboxOutput is a page of unread messages.
@@ -33,14 +49,16 @@ type Message struct {
 	MsgID    string `json:"msg_id"`
 	// From is the author; Group the group it was posted to, if any; To
 	// whom it was sent (to answer them all).
-	From    string   `json:"from"`
-	Group   string   `json:"group,omitempty"`
-	To      []string `json:"to,omitempty"`
-	Title   string   `json:"title,omitempty"`
-	Text    string   `json:"text,omitempty"`
-	Format  string   `json:"format,omitempty"`
-	Topic   string   `json:"topic,omitempty"`
-	ReplyTo string   `json:"reply_to,omitempty"`
+	From  string   `json:"from"`
+	Group string   `json:"group,omitempty"`
+	To    []string `json:"to,omitempty"`
+	Title string   `json:"title,omitempty"`
+	Text  string   `json:"text,omitempty"`
+	// Truncated says Text is a preview (check_inbox's max_text).
+	Truncated bool   `json:"truncated,omitempty"`
+	Format    string `json:"format,omitempty"`
+	Topic     string `json:"topic,omitempty"`
+	ReplyTo   string `json:"reply_to,omitempty"`
 	// Machine is the message's structured payload, as its author sent it.
 	Machine  any    `json:"machine,omitempty"`
 	SentAt   string `json:"sent_at"`
@@ -56,6 +74,10 @@ func (t *tools) checkInbox(ctx context.Context, _ *mcp.CallToolRequest, in Inbox
 	if err != nil {
 		return nil, out, err
 	}
+	if in.MaxText < 0 || in.MaxText > maxMaxText {
+		return nil, out, fmt.Errorf("max_text: %d is out of range 1..%d", in.MaxText, maxMaxText)
+	}
+	maxText := cmp.Or(in.MaxText, defaultMaxText)
 	ctx, cancel := t.bounded(ctx, 0)
 	defer cancel()
 	// One more than asked says whether more wait.
@@ -70,6 +92,7 @@ func (t *tools) checkInbox(ctx context.Context, _ *mcp.CallToolRequest, in Inbox
 			break
 		}
 		m := readable(it)
+		preview(&m, maxText)
 		if at := it.Record.Delivery.NextRetryAtMS; at > time.Now().UnixMilli() {
 			m.RetryAt = rfc3339(at)
 		}

@@ -142,9 +142,9 @@ func TestSendCheckClaimAck(t *testing.T) {
 	if m.From != "did:agent:ann" || m.Text != "the build is green" || m.Title != "CI" || m.Topic != "ci" || m.MsgID != sent.MsgID || m.SentAt == "" {
 		t.Fatalf("bob reads %+v", m)
 	}
-	// Looking did not take it: still there.
-	call(t, bob, "check_inbox", map[string]any{"limit": 5}, &inbox)
-	if len(inbox.Messages) != 1 {
+	// Looking did not take it: still there. A preview cuts the text.
+	call(t, bob, "check_inbox", map[string]any{"limit": 5, "max_text": 9}, &inbox)
+	if len(inbox.Messages) != 1 || inbox.Messages[0].Text != "the build…" || !inbox.Messages[0].Truncated {
 		t.Fatalf("after a second look bob's inbox = %+v", inbox)
 	}
 
@@ -264,6 +264,7 @@ func TestBadInputIsRefusedAndSendsNothing(t *testing.T) {
 		{"send_message", map[string]any{"to": []string{"not a did"}, "text": "x"}, "to[0]: must not contain spaces"},
 		{"send_message", map[string]any{"to": "did:agent:bob", "text": "x"}, "to"},
 		{"check_inbox", map[string]any{"limit": 101}, "limit:"},
+		{"check_inbox", map[string]any{"max_text": -1}, "max_text:"},
 		{"claim", map[string]any{"wait_ms": 60_000}, "wait_ms:"},
 		{"ack", map[string]any{"record_id": "cyrec:00"}, `"lease_id"`},
 		{"ack", map[string]any{"record_id": "cyrec:00", "lease_id": ""}, "lease_id:"},
