@@ -4,7 +4,9 @@
 // it, and hear how deliveries through tunnels ended. It speaks to
 // msgcenter through the Go SDK (package client) as one DID, so it holds
 // no state of its own and the server's rules (scopes, blocks, leases)
-// apply to it as to any other client.
+// apply to it as to any other client. It is served over stdio by
+// `msgcenter mcp` (Serve) and over streamable HTTP at every node's /mcp
+// (HTTPHandler).
 package mcpserver
 
 import (
