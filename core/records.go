@@ -208,11 +208,6 @@ func clearFailure(d *model.Delivery) {
 	d.ErrorCode, d.ErrorMessage, d.RetryAfterMS = "", "", 0
 }
 
-// MaxRetryAfter bounds a reported retry_after_ms: a platform's wait is
-// seconds to hours, and a record put off for years by a typo could never
-// be claimed again by anyone.
-const MaxRetryAfter = 7 * 24 * time.Hour
-
 // ReportDelivery is report_delivery: the holder of a claimed record says
 // how it went. Success acknowledges (SENT / READED); failure retries with
 // backoff or, out of attempts or not retryable, goes DEAD.
@@ -221,8 +216,8 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 		return nil, model.Invalid("result", "is required")
 	}
 	r := req.Result
-	if r.RetryAfterMS < 0 || r.RetryAfterMS > MaxRetryAfter.Milliseconds() {
-		return nil, model.Invalid("result.retry_after_ms", fmt.Sprintf("must be between 0 and %d (%s)", MaxRetryAfter.Milliseconds(), MaxRetryAfter))
+	if r.RetryAfterMS < 0 || r.RetryAfterMS > wire.MaxRetryAfterMS {
+		return nil, model.Invalid("result.retry_after_ms", fmt.Sprintf("must be between 0 and %d (7 days)", wire.MaxRetryAfterMS))
 	}
 	rec, err := s.actOn(ctx, who, recordID)
 	if err != nil {

@@ -85,10 +85,6 @@ func Retry(code, msg string, after time.Duration) error {
 	return &Error{Code: code, Message: msg, Retryable: true, RetryAfter: after}
 }
 
-// maxRetryAfter is msgcenter's bound on a reported wait (core.MaxRetryAfter):
-// a platform asking for longer gets the longest, not a refused report.
-const maxRetryAfter = 7 * 24 * time.Hour
-
 // Outbox drains a tunnel's TUNNEL_OUTBOX through a Sender with Workers
 // concurrent claims. Delivery is at least once: a send whose outcome
 // could not be reported (the connector died, the server was unreachable
@@ -251,7 +247,9 @@ func result(err error) wire.DeliveryResult {
 	var e *Error
 	if errors.As(err, &e) {
 		return wire.DeliveryResult{ErrorCode: e.Code, ErrorMessage: e.Message, Retryable: e.Retryable,
-			RetryAfterMS: min(max(e.RetryAfter.Milliseconds(), 0), maxRetryAfter.Milliseconds())}
+			// A platform asking for longer than msgcenter keeps a record
+			// waiting gets the longest wait, not a refused report.
+			RetryAfterMS: min(max(e.RetryAfter.Milliseconds(), 0), wire.MaxRetryAfterMS)}
 	}
 	code := "send_error"
 	if errors.Is(err, context.DeadlineExceeded) {

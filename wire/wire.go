@@ -197,8 +197,14 @@ type DeliveryResult struct {
 	ErrorCode     string `json:"error_code,omitempty"`
 	ErrorMessage  string `json:"error_message,omitempty"`
 	Retryable     bool   `json:"retryable,omitempty"`
-	RetryAfterMS  int64  `json:"retry_after_ms,omitempty"`
+	// RetryAfterMS is at most MaxRetryAfterMS.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
+
+// MaxRetryAfterMS bounds a reported retry_after_ms (7 days): a platform's
+// wait is seconds to hours, and a record put off for years by a typo could
+// never be claimed again by anyone.
+const MaxRetryAfterMS = 7 * 24 * 3600 * 1000
 
 // DeliveryRequest is the body of POST /v1/records/{id}/delivery.
 type DeliveryRequest struct {
