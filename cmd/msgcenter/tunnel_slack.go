@@ -40,7 +40,9 @@ sender's route through the tunnel is set to the channel, so an agent answers
 with post_send to the sender's DID.
 
 Outbound: every message in the tunnel's TUNNEL_OUTBOX is posted to its
-route's channel with chat.postMessage (the title in bold, then the text). A
+route's channel with chat.postMessage (the title in bold, then the text),
+into the thread the route names (a chat_id of CHANNEL/THREAD_TS: inbound sets
+it to the thread the person wrote in, or one under their channel message). A
 rate limit is retried after Slack's Retry-After; a channel that is gone, an
 archived one or one the app is not in ends it as DEAD; other failures are
 retried with backoff.`,

@@ -38,7 +38,8 @@ loses no message and doubles none. The sender's route through the tunnel
 is set to the chat, so an agent answers with post_send to the sender's DID.
 
 Outbound: every message in the tunnel's TUNNEL_OUTBOX is sent to its
-route's chat_id (its title, then its content; longer than 4096 characters,
+route's chat_id, or its forum topic (CHAT/TOPIC), at a group's new id if it
+became a supergroup (its title, then its content; longer than 4096 characters,
 as several messages). A rate limit is retried after Telegram's retry_after;
 a blocked bot or a chat that is gone ends it as DEAD; other failures are
 retried with backoff.`,
