@@ -448,3 +448,39 @@ func TestDelayedGroupPostOfAFormerMember(t *testing.T) {
 		t.Fatalf("group post with msg.to: %v; want invalid msg.to", err)
 	}
 }
+
+// A repeat of a keyed delayed send answers the entry the first one made,
+// with its due time, also after it was delivered: it schedules nothing
+// again, and the recipient has the message once.
+func TestDelayedRepeatAfterDelivery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newService(t, newClock())
+	alice, bob := agent("did:agent:alice"), "did:agent:bob"
+	send := func() *wire.PostSendResult {
+		t.Helper()
+		res, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat(alice.DID, []string{bob}, "see you at 5"),
+			DelayMS: ptr(int64(60_000)), IdempotencyKey: "remind-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := send()
+	if first.ScheduledID == 0 || first.ScheduledDeliveryTime == "" {
+		t.Fatalf("first send = %+v; want a scheduled id and time", first)
+	}
+	if fl, err := s.FlushScheduled(ctx, admin, &wire.FlushRequest{Recipient: bob}); err != nil || fl.Flushed != 1 {
+		t.Fatalf("flush = %+v, %v", fl, err)
+	}
+	again := send()
+	if again.ScheduledID != first.ScheduledID || again.ScheduledDeliveryTime != first.ScheduledDeliveryTime || again.MsgID != first.MsgID {
+		t.Fatalf("repeat after delivery = %+v; want the first answer's entry %d due %s", again, first.ScheduledID, first.ScheduledDeliveryTime)
+	}
+	if list, err := s.Scheduled(ctx, admin, wire.ScheduledQuery{}); err != nil || list.Count != 0 {
+		t.Fatalf("scheduled after the repeat = %+v, %v; want nothing", list, err)
+	}
+	if got := texts(syncAll(t, s, bob, model.Inbox)); len(got) != 1 {
+		t.Fatalf("bob's inbox = %v; want the message once", got)
+	}
+}

@@ -103,6 +103,17 @@ func rfc3339(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }
 
+// scheduledFor is a delayed send's due time for its answer. A repeat of a
+// keyed delayed send answers the due time of the entry the key made, past
+// if it came due already; zero when the key made none (store.Schedule),
+// and the answer then names no time.
+func scheduledFor(due int64) string {
+	if due == 0 {
+		return ""
+	}
+	return rfc3339(due)
+}
+
 // recipientsOf lists who a message is for, for the scheduled listing.
 func recipientsOf(c *checked) []string {
 	if c.isGroup {
@@ -154,7 +165,7 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if err != nil || res != nil {
 		return res, err
 	}
-	return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due), ScheduledID: id,
+	return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(due), ScheduledID: id,
 		DeliveredRecipients: []string{}, DroppedRecipients: []string{}, DeliveredAgents: []string{}}, nil
 }
 
@@ -197,7 +208,7 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	if err != nil || res != nil {
 		return res, err
 	}
-	return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: rfc3339(due), ScheduledID: id,
+	return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(due), ScheduledID: id,
 		Deliveries: []wire.Delivery{}, LocalRecipients: []string{}, DroppedRecipients: []string{}}, nil
 }
 

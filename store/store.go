@@ -32,7 +32,11 @@ type Store interface {
 	// Schedule stores a message and an entry to be materialized at DueAtMS.
 	// A second entry for the same (op, msg_id) is not created; created says
 	// whether this call made it, and e.ID and e.DueAtMS are set to the
-	// stored entry's. A message.scheduled event is appended.
+	// stored entry's. A message.scheduled event is appended. With idem, a
+	// repeat (the key bound to the same message) schedules nothing and
+	// answers the entry the key made, even one that came due or was
+	// cancelled since; id and e.DueAtMS are zero when the key made none
+	// and the message has no pending entry.
 	Schedule(ctx context.Context, e *ScheduleEntry, idem *Idempotency) (id int64, created bool, err error)
 	// DueScheduled lists entries with due_at_ms <= BeforeMS, optionally only
 	// those for one recipient, ordered by (due_at_ms, id): send order.

@@ -42,24 +42,19 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		created, due = false, e.DueAtMS
-		b := &pgx.Batch{}
 		if idem != nil {
-			b.Queue(sqlInsertIdem, idem.Scope, idem.Key, e.MsgID, e.CreatedAtMS)
+			repeat, err := repeatedSchedule(ctx, tx, idem, e, &id, &due)
+			if err != nil || repeat {
+				return err
+			}
 		}
+		b := &pgx.Batch{}
 		if len(e.MsgBody) > 0 {
 			b.Queue(sqlInsertMsg, e.MsgID, e.MsgBody, e.CreatedAtMS)
 		}
 		b.Queue(sqlSchedule, e.Op, e.MsgID, e.Ctx, e.DueAtMS, e.CreatedAtMS, recipients, e.Sender)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
-		idemNew := true
-		if idem != nil {
-			tag, err := br.Exec()
-			if err != nil {
-				return fail("idempotency key", err)
-			}
-			idemNew = tag.RowsAffected() == 1
-		}
 		if len(e.MsgBody) > 0 {
 			if _, err := br.Exec(); err != nil {
 				return fail("store message", err)
@@ -75,20 +70,21 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 		if err := br.Close(); err != nil {
 			return fail("schedule", err)
 		}
-		if !idemNew {
-			if err := checkIdem(ctx, tx, idem, e.MsgID); err != nil {
-				return err
+		if !created {
+			// A separate statement, so it sees an entry that a concurrent
+			// transaction committed while our insert waited for it.
+			err = tx.QueryRow(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = $1 AND msg_id = $2",
+				e.Op, e.MsgID).Scan(&id, &due)
+			if err != nil {
+				return fail("schedule", err)
 			}
 		}
-		if created {
-			return nil
-		}
-		// A separate statement, so it sees an entry that a concurrent
-		// transaction committed while our insert waited for it.
-		err = tx.QueryRow(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = $1 AND msg_id = $2",
-			e.Op, e.MsgID).Scan(&id, &due)
-		if err != nil {
-			return fail("schedule", err)
+		if idem != nil {
+			_, err := tx.Exec(ctx, "UPDATE idempotency SET sched_id = $3, due_at_ms = $4 WHERE scope = $1 AND key = $2",
+				idem.Scope, idem.Key, id, due)
+			if err != nil {
+				return fail("idempotency key", err)
+			}
 		}
 		return nil
 	})
@@ -100,6 +96,46 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 		s.notify(ctx, []string{scheduledPayload}) // another node may be due to run it sooner
 	}
 	return id, created, nil
+}
+
+// repeatedSchedule binds idem to e's message, or, when it is bound to it
+// already, answers the repeat with the entry the key made (id and due),
+// which is gone once it came due or was cancelled: nothing is scheduled
+// again. A key with no entry of its own (bound by an immediate send, or
+// before migration 0011) answers the message's pending entry, if any, and
+// zeros when there is none. A key retention deleted since the insert met
+// it binds nothing (see checkIdem): the send goes ahead.
+func repeatedSchedule(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, e *store.ScheduleEntry, id, due *int64) (bool, error) {
+	tag, err := tx.Exec(ctx, sqlInsertIdem, idem.Scope, idem.Key, e.MsgID, e.CreatedAtMS)
+	if err != nil {
+		return false, fail("idempotency key", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return false, nil
+	}
+	var bound string
+	err = tx.QueryRow(ctx, "SELECT msg_id, sched_id, due_at_ms FROM idempotency WHERE scope = $1 AND key = $2",
+		idem.Scope, idem.Key).Scan(&bound, id, due)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fail("idempotency key", err)
+	case bound != e.MsgID:
+		return false, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
+	case *id != 0:
+		return true, nil
+	}
+	err = tx.QueryRow(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = $1 AND msg_id = $2",
+		e.Op, e.MsgID).Scan(id, due)
+	if errors.Is(err, pgx.ErrNoRows) {
+		*id, *due = 0, 0
+		return true, nil
+	}
+	if err != nil {
+		return false, fail("schedule", err)
+	}
+	return true, nil
 }
 
 // schedPage wraps a query of one page of scheduled rows (aliased sc inside)

@@ -22,7 +22,8 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		created, due = false, e.DueAtMS
 		if idem != nil {
-			if err := s.bindIdem(ctx, tx, idem, e.MsgID, e.CreatedAtMS); err != nil {
+			repeat, err := s.repeatedSchedule(ctx, tx, idem, e, &id, &due)
+			if err != nil || repeat {
 				return err
 			}
 		}
@@ -40,12 +41,15 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 			if err != nil {
 				return fmt.Errorf("sqlite: schedule: %w", err)
 			}
-			return nil
+			return keepSchedule(ctx, tx, idem, id, due)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: schedule: %w", err)
 		}
 		created = true
+		if err := keepSchedule(ctx, tx, idem, id, due); err != nil {
+			return err
+		}
 		if err := insertRecipients(ctx, tx, id, e.Recipients); err != nil {
 			return err
 		}
@@ -61,6 +65,58 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 	}
 	e.ID, e.DueAtMS = id, due
 	return id, created, nil
+}
+
+// repeatedSchedule binds idem to e's message, or, when it is bound to it
+// already, answers the repeat with the entry the key made (id and due),
+// which is gone once it came due or was cancelled: nothing is scheduled
+// again. A key with no entry of its own (bound by an immediate send, or
+// before migration 0012) answers the message's pending entry, if any, and
+// zeros when there is none.
+func (s *Store) repeatedSchedule(ctx context.Context, tx *sql.Tx, idem *store.Idempotency, e *store.ScheduleEntry, id, due *int64) (bool, error) {
+	n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, e.MsgID, e.CreatedAtMS)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: idempotency key: %w", err)
+	}
+	if n == 1 {
+		return false, nil
+	}
+	var bound string
+	err = tx.QueryRowContext(ctx, "SELECT msg_id, sched_id, due_at_ms FROM idempotency WHERE scope = ? AND key = ?",
+		idem.Scope, idem.Key).Scan(&bound, id, due)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: idempotency key: %w", err)
+	}
+	if bound != e.MsgID {
+		return false, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
+	}
+	if *id != 0 {
+		return true, nil
+	}
+	err = tx.QueryRowContext(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = ? AND msg_id = ?",
+		e.Op, e.MsgID).Scan(id, due)
+	if errors.Is(err, sql.ErrNoRows) {
+		*id, *due = 0, 0
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: schedule: %w", err)
+	}
+	return true, nil
+}
+
+// keepSchedule records on idem the entry a keyed send made or met, for
+// its repeats (repeatedSchedule).
+func keepSchedule(ctx context.Context, tx *sql.Tx, idem *store.Idempotency, id, due int64) error {
+	if idem == nil {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, "UPDATE idempotency SET sched_id = ?, due_at_ms = ? WHERE scope = ? AND key = ?",
+		id, due, idem.Scope, idem.Key)
+	if err != nil {
+		return fmt.Errorf("sqlite: idempotency key: %w", err)
+	}
+	return nil
 }
 
 // insertRecipients writes an entry's recipients in order, several rows per

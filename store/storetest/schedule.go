@@ -24,6 +24,7 @@ func scheduleTests() []testCase {
 		{"ConsumedIDNotReused", testScheduleIDNotReused},
 		{"ConcurrentConsumeExactlyOnce", testScheduleConsumeConcurrent},
 		{"IdempotencyKeyBound", testScheduleIdem},
+		{"IdempotentRepeatAfterDue", testScheduleRepeatAfterDue},
 		{"Cancel", testScheduleCancel},
 	}
 }
@@ -367,6 +368,54 @@ func testScheduleIdem(t *testing.T, s store.Store) {
 	if res := mustApply(t, s, p); len(res.Created) != 1 {
 		t.Fatalf("materializing the entry with its own key created %d records, want 1", len(res.Created))
 	}
+}
+
+// A repeat of a keyed Schedule answers the entry the key made, before it
+// is due, after it came due and after it was cancelled, and never
+// schedules the message again; a key bound by an immediate send answers
+// zeros and schedules nothing either.
+func testScheduleRepeatAfterDue(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	repeat := func(e *store.ScheduleEntry, key *store.Idempotency, wantID, wantDue int64, when string) {
+		t.Helper()
+		again := *e
+		again.ID, again.DueAtMS, again.CreatedAtMS = 0, e.DueAtMS+60_000, e.CreatedAtMS+500
+		id, created, err := s.Schedule(ctx, &again, key)
+		requireNoError(t, err, "Schedule repeated "+when)
+		if created || id != wantID || again.ID != wantID || again.DueAtMS != wantDue {
+			t.Fatalf("Schedule repeated %s = id %d (entry %d, due %d), created %v; want id %d, due %d, not created",
+				when, id, again.ID, again.DueAtMS, created, wantID, wantDue)
+		}
+	}
+	key := &store.Idempotency{Scope: alice + "|post_send", Key: "repeat-key"}
+	e := newEntry("post_send", "repeat-due", base+1_000, bob)
+	mustSchedule(t, s, e, key)
+	repeat(e, key, e.ID, base+1_000, "while pending")
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, []int64{e.ID}, 1)
+	mustApply(t, s, consumePlan(e, base+1_000))
+	repeat(e, key, e.ID, base+1_000, "after it came due")
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, nil, 0)
+	requireNextDue(t, s, 0, false, "after the repeat of a delivered entry")
+
+	other := &store.Idempotency{Scope: alice + "|post_send", Key: "repeat-cancelled"}
+	c := newEntry("post_send", "repeat-cancelled", base+2_000, carol)
+	mustSchedule(t, s, c, other)
+	requireNoError(t, s.CancelScheduled(ctx, c.ID, base+100, ""), "CancelScheduled")
+	repeat(c, other, c.ID, base+2_000, "after it was cancelled")
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, nil, 0)
+
+	wrong := newEntry("post_send", "repeat-other-message", base+3_000, bob)
+	_, _, err := s.Schedule(ctx, wrong, key)
+	requireErrIs(t, err, model.ErrConflict, "Schedule of another message with a key a delayed send bound")
+
+	now := &store.Idempotency{Scope: alice + "|post_send", Key: "repeat-immediate"}
+	m := msgID("repeat-immediate")
+	p := newPlan(m, base+10, newRec(bob, model.Inbox, m, base+10))
+	p.Idem = now
+	mustApply(t, s, p)
+	i := newEntry("post_send", "repeat-immediate", base+4_000, bob)
+	repeat(i, now, 0, 0, "of a key an immediate send bound")
+	requireListed(t, s, store.ScheduleQuery{Limit: 10}, nil, 0)
 }
 
 // A cancelled entry is gone, once: not listed, not due, not found, and a
