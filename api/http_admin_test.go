@@ -91,6 +91,8 @@ func TestHTTPEvents(t *testing.T) {
 		inv := wire.CodeInvalid
 		e.runBad(t, []badCase{
 			c("negative after", "after=-1", e.admin, 400, inv, "after"),
+			c("after past the end of the log", "after=1000000", e.admin, 400, inv, "after"),
+			c("after past the end, own events", "after=1000000", e.alice, 400, inv, "after"),
 			c("after not a number", "after=first", e.admin, 400, inv, "after"),
 			c("limit too big", "limit=1001", e.admin, 400, inv, "limit"),
 			c("negative limit", "limit=-1", e.admin, 400, inv, "limit"),

@@ -472,6 +472,18 @@ func (s *Service) Events(ctx context.Context, who model.Identity, q wire.EventQu
 	if err != nil {
 		return nil, err
 	}
+	if len(items) == 0 && q.After > 0 {
+		// As for a box's seq (emptySync): ids are never reused, so a
+		// cursor past the last one is another store's, and its holder
+		// would wait for ever for ids handed out already.
+		last, err := s.st.LastEventID(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if q.After > last {
+			return nil, model.Invalid("after", fmt.Sprintf("%d is beyond the end of the event log, which is at event %d: the cursor is not this server's (resume from at most %d)", q.After, last, last))
+		}
+	}
 	if items == nil {
 		items = []model.Event{}
 	}

@@ -278,6 +278,7 @@ func TestBadInputIsRefusedAndSendsNothing(t *testing.T) {
 		{"read_group", map[string]any{"group": ""}, "group: is required"},
 		{"read_group", map[string]any{"group": "did:group:g", "after_seq": -1}, "after_seq:"},
 		{"check_deliveries", map[string]any{"after": -1}, "after:"},
+		{"check_deliveries", map[string]any{"after": 1_000_000}, "after: 1000000 is beyond the end of the event log"},
 	} {
 		if msg := callErr(t, ann, tc.tool, tc.args); !strings.Contains(msg, tc.field) {
 			t.Errorf("%s(%v): %q does not name %q", tc.tool, tc.args, msg, tc.field)

@@ -127,6 +127,10 @@ type Store interface {
 
 	ListConversations(ctx context.Context, q ConversationQuery) ([]model.Conversation, error)
 	ListEvents(ctx context.Context, f EventFilter) ([]model.Event, error)
+	// LastEventID returns the highest event id handed out, 0 before the
+	// first: ids are never reused, so retention does not lower it, and a
+	// cursor above it belongs to another store.
+	LastEventID(ctx context.Context) (int64, error)
 
 	Consumers
 	Mail

@@ -80,6 +80,17 @@ func (h *eventHorizon) load() int64 {
 	return h.final
 }
 
+// LastEventID reads the events' sequence (0003_event_order.sql): at or
+// above every id handed out, committed or not, and never lowered.
+func (s *Store) LastEventID(ctx context.Context) (int64, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM events_event_id_seq").Scan(&id)
+	if err != nil {
+		return 0, fail("last event id", err)
+	}
+	return id, nil
+}
+
 // ListEvents pages the event log after f.After in event id order,
 // optionally for one owner. It never returns an event while an event with
 // a lower id could still commit: see the comment at the top of this file.

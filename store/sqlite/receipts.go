@@ -149,6 +149,17 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]model.Ev
 	return out, nil
 }
 
+// LastEventID reads the AUTOINCREMENT counter of events, which deleting
+// rows does not lower.
+func (s *Store) LastEventID(ctx context.Context) (int64, error) {
+	var id int64
+	err := s.queryRow(ctx, "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: last event id: %w", err)
+	}
+	return id, nil
+}
+
 // PutToken binds a token hash to an identity, replacing any earlier binding.
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
 	defer s.lk.tokens.Forget(hash)

@@ -125,6 +125,7 @@ func testPurgeEvents(t *testing.T, s store.Store) {
 	res = mustPurge(t, s, store.PurgeParams{NowMS: purgeMS + 2, EventsBeforeMS: purgeMS + 2, Limit: 100})
 	requirePurged(t, res, nil, 0, 1, "purge of the last event")
 	maxID = max(maxID, allEvents(t, s, "")[0].EventID)
+	requireLastEventID(t, s, maxID, "after retention deleted every event but its own")
 	mustApply(t, s, newPlan(msgID("events-new"), purgeMS+3, newRec(bob, model.Inbox, msgID("events-new"), purgeMS+3)))
 	last := allEvents(t, s, "")
 	if e := last[len(last)-1]; e.Type != model.EventRecordCreated || e.EventID <= maxID {
@@ -201,5 +202,14 @@ func testPurgeEventLimit(t *testing.T, s store.Store) {
 	evs := allEvents(t, s, "")
 	if len(evs) != 3 || len(eventsOf(evs, model.EventPurged, "")) != 3 {
 		t.Fatalf("events left = %s; want only the 3 retention.purged events", dump(evs))
+	}
+}
+
+func requireLastEventID(t *testing.T, s store.Store, want int64, when string) {
+	t.Helper()
+	got, err := s.LastEventID(t.Context())
+	requireNoError(t, err, "LastEventID")
+	if got != want {
+		t.Fatalf("LastEventID %s = %d, want %d", when, got, want)
 	}
 }

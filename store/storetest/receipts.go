@@ -182,6 +182,7 @@ func testListEvents(t *testing.T, s store.Store) {
 	if evs, err := s.ListEvents(ctx, store.EventFilter{Limit: 10}); err != nil || len(evs) != 0 {
 		t.Fatalf("ListEvents on an empty store = %s, %v", dump(evs), err)
 	}
+	requireLastEventID(t, s, 0, "on an empty store")
 	seedBox(t, s, "events", alice, model.Inbox, 3, base, nil)
 	seedBox(t, s, "events", bob, model.TunnelOutbox, 2, base+10, nil)
 	seedBox(t, s, "events-2", alice, model.Inbox, 2, base+20, nil)
@@ -194,6 +195,7 @@ func testListEvents(t *testing.T, s store.Store) {
 	if len(all) != 9 {
 		t.Fatalf("ListEvents = %d events, want 9 (7 created, 1 claimed, 1 delivered): %s", len(all), dump(all))
 	}
+	requireLastEventID(t, s, all[8].EventID, "after nine events")
 	ids := func(evs []model.Event) []int64 {
 		out := make([]int64, len(evs))
 		for i, e := range evs {
