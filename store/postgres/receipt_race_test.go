@@ -47,3 +47,49 @@ func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
 		t.Fatalf("PutReceipt of an older receipt returned %+v, want the stored READED at 2000", got.r)
 	}
 }
+
+// Two identical first receipts racing: the second waits on the first's
+// insert and then finds the same receipt stored. It changed nothing, so it
+// writes no receipt.set event (the first one's transaction wrote the only
+// one; here the racing insert is bare and writes none).
+func TestPutReceiptSameRacingFirstInsert(t *testing.T) {
+	s := openStore(t, newSchema(t))
+	ctx := t.Context()
+	tx, err := postgres.Pool(s).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `INSERT INTO receipts (msg_id, iss, reader, group_id, at_ms, status, reason)
+		VALUES ($1, 'did:agent:a', 'did:agent:a', '', 2000, 'READED', '')`, raceMsg); err != nil {
+		t.Fatal(err)
+	}
+	want := model.Receipt{MsgID: raceMsg, Iss: "did:agent:a", Reader: "did:agent:a", AtMS: 2000, Status: model.ReceiptReaded}
+	type res struct {
+		r   model.Receipt
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		r, err := s.PutReceipt(ctx, want, 2000)
+		done <- res{r, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // PutReceipt now waits on the uncommitted insert
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.r != want {
+		t.Fatalf("PutReceipt of the same receipt returned %+v, want %+v", got.r, want)
+	}
+	var n int
+	if err := postgres.Pool(s).QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", model.EventReceiptSet).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d receipt.set events for a receipt that changed nothing, want 0", n)
+	}
+}

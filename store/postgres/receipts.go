@@ -43,12 +43,16 @@ func (s *Store) PutReceipt(ctx context.Context, r model.Receipt, nowMS int64) (m
 				iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
 				status = excluded.status, reason = excluded.reason
 			WHERE excluded.at_ms >= receipts.at_ms
+				AND (receipts.iss, receipts.group_id, receipts.at_ms, receipts.status, receipts.reason)
+					IS DISTINCT FROM (excluded.iss, excluded.group_id, excluded.at_ms, excluded.status, excluded.reason)
 			RETURNING `+receiptCols,
 			r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason))
 		if errors.Is(err, pgx.ErrNoRows) {
-			// An older receipt: the stored one stands. When there was none
-			// before, another writer stored it meanwhile; this statement's
-			// snapshot predates it, a new one sees it.
+			// An older receipt, or the same one again: the stored one
+			// stands, and no event says it changed. When there was none
+			// before, another writer stored it meanwhile (two identical
+			// first receipts race here); this statement's snapshot
+			// predates it, a new one sees it.
 			if had {
 				out = old
 				return nil
@@ -59,9 +63,6 @@ func (s *Store) PutReceipt(ctx context.Context, r model.Receipt, nowMS int64) (m
 		}
 		if err != nil {
 			return err
-		}
-		if had && old == out {
-			return nil
 		}
 		e := store.ReceiptEvent(out, nowMS)
 		_, err = tx.Exec(ctx, "INSERT INTO events (type, owner, msg_id, at_ms, detail) VALUES ($1, $2, $3, $4, $5)",
