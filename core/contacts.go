@@ -337,36 +337,25 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 		GroupID: group, AtMS: at, Status: req.Status, Reason: req.Reason}, now)
 }
 
-// memberReceipt records a group member's read of a group message
-// delivered to its INBOX (DeliverToMembers): acknowledging the record is
-// reading it, and the group's receipts then show it as they show the
-// reads of a GROUP_INBOX message. It is written after the record's change,
-// not with it: a crash in between loses the receipt, not the ack, and a
-// receipt the member sets itself wins when it is newer.
-func (s *Service) memberReceipt(ctx context.Context, rec model.Record) {
-	if rec.BoxKind != model.Inbox {
-		return
+// memberReceipt is a group member's read of a group message delivered to
+// its INBOX (DeliverToMembers), for the ack that reads it: acknowledging
+// the record is reading it, and the group's receipts then show it as they
+// show the reads of a GROUP_INBOX message. The store writes it with the
+// ack (store.Update.Receipt), so neither is without the other, and a
+// decision the member set before acking (ACCEPTED, REJECTED, QUARANTINED,
+// or READED itself, with its reason) stands, as does a newer receipt.
+// Nil for any other record.
+func memberReceipt(was model.Record, nowMS int64) *model.Receipt {
+	if was.BoxKind != model.Inbox {
+		return nil
 	}
-	for _, tag := range rec.Tags {
-		group, ok := strings.CutPrefix(tag, "group:")
-		if !ok {
-			continue
+	for _, tag := range was.Tags {
+		if group, ok := strings.CutPrefix(tag, "group:"); ok {
+			return &model.Receipt{MsgID: was.MsgID, Iss: was.Owner, Reader: was.Owner, GroupID: group,
+				AtMS: nowMS, Status: model.ReceiptReaded}
 		}
-		// A decision the member set before acking (ACCEPTED, REJECTED,
-		// QUARANTINED, or READED itself, with its reason) stands.
-		have, err := s.st.ListReceipts(ctx, store.ReceiptFilter{MsgID: rec.MsgID, Reader: rec.Owner, Limit: 1})
-		if err == nil && len(have) > 0 && have[0].Status != model.ReceiptUnread && have[0].Status != model.ReceiptReading {
-			return
-		}
-		if err == nil {
-			_, err = s.st.PutReceipt(ctx, model.Receipt{MsgID: rec.MsgID, Iss: rec.Owner, Reader: rec.Owner,
-				GroupID: group, AtMS: rec.UpdatedAtMS, Status: model.ReceiptReaded}, s.nowMS())
-		}
-		if err != nil {
-			s.log.Warn("could not record a member's read receipt", "record_id", rec.RecordID, "err", err)
-		}
-		return
 	}
+	return nil
 }
 
 // ListReceipts is list_read_receipts by message, group or reader. Agents

@@ -44,6 +44,9 @@ func (s *Service) update(ctx context.Context, was model.Record, u *store.Update,
 	if err := s.deliveryNotice(ctx, was, u); err != nil {
 		return was, err
 	}
+	if u.To == model.Readed && u.From != model.Readed {
+		u.Receipt = memberReceipt(was, u.NowMS)
+	}
 	var rec model.Record
 	var err error
 	if f, p := s.firstClaim(next, u); f != nil {
@@ -63,9 +66,6 @@ func (s *Service) update(ctx context.Context, was model.Record, u *store.Update,
 			s.notify.Changed(rec.Owner, rec.BoxKind) // a retry, a redrive, an expired lease
 		} else {
 			s.notify.Updated(rec.Owner, rec.BoxKind)
-		}
-		if u.To == model.Readed && u.From != model.Readed {
-			s.memberReceipt(ctx, rec)
 		}
 		return rec, nil
 	}

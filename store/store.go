@@ -271,6 +271,12 @@ type Update struct {
 	// tunnel delivers hears of the delivery's end from its own event log.
 	// Written only if the change is.
 	Notice *Notice `json:",omitempty"`
+	// Receipt, when set, is a read receipt stored with the change, and
+	// only if the change is: a group member's ack of a group message is
+	// its read. It is stored unless the reader's receipt of the message
+	// holds a decision (any status but UNREAD and READING) or is newer,
+	// and a receipt.set event says so when it is (ReceiptEvent).
+	Receipt *model.Receipt `json:",omitempty"`
 }
 
 // Notice is an event about a record's change for another owner: the same

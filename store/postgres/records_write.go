@@ -346,6 +346,20 @@ var sqlUpdate = `WITH c AS (
 		INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
 		SELECT $24::text, $23::text, box, record_id, msg_id, $16::text, $1::text, $14::bigint, $25::text FROM c
 		WHERE $23::text <> ''
+	), rcpt AS (
+		INSERT INTO receipts (msg_id, iss, reader, group_id, at_ms, status, reason)
+		SELECT $26::text, $27::text, $28::text, $29::text, $30::bigint, $31::text, $32::text FROM c
+		WHERE $26::text <> ''
+		ON CONFLICT (msg_id, reader) DO UPDATE SET
+			iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
+			status = excluded.status, reason = excluded.reason
+		WHERE excluded.at_ms >= receipts.at_ms
+			AND receipts.status IN ('` + string(model.ReceiptUnread) + `', '` + string(model.ReceiptReading) + `')
+			AND (receipts.status, receipts.reason) IS DISTINCT FROM (excluded.status, excluded.reason)
+		RETURNING 1
+	), rcpt_event AS (
+		INSERT INTO events (type, owner, msg_id, at_ms, detail)
+		SELECT '` + model.EventReceiptSet + `', $33::text, $26::text, $14::bigint, $34::text FROM rcpt
 	)` + fmt.Sprintf(sqlChangeTail, "$18", "$19", "$14", "$20", "$21", "$16", "$1")
 
 // Update is a compare-and-set on one record's state (and lease).
@@ -373,11 +387,17 @@ func updateArgs(u *store.Update) []any {
 	if u.Notice != nil {
 		n = *u.Notice
 	}
+	var r model.Receipt
+	var re model.Event
+	if u.Receipt != nil {
+		r, re = *u.Receipt, store.ReceiptEvent(*u.Receipt, u.NowMS)
+	}
 	return []any{string(u.To), d.Attempts, d.NextRetryAtMS,
 		d.ExternalMsgID, d.DeliveredAtMS, d.ErrorCode, d.ErrorMessage, d.RetryAfterMS, d.LastError,
 		u.VisibleAtMS, leaseID, holder, until, u.NowMS, u.RecordID, string(u.From), u.ExpectLeaseID,
 		typ, u.EventDetail, model.UnreadDelta(u.From, u.To), convBoxes, legacyID(u.RecordID),
-		n.Owner, n.Type, n.Detail}
+		n.Owner, n.Type, n.Detail,
+		r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason, re.Owner, re.Detail}
 }
 
 // updated is what follows an Update's statement, committed, that returned

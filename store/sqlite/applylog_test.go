@@ -373,7 +373,7 @@ func TestApplyLogFullDurability(t *testing.T) {
 // TestApplyLogReplaysNotices: an Update answered but not committed when
 // the process dies is replayed with its notice, the second event it owes
 // another owner (a delivery's author).
-func TestApplyLogReplaysNotices(t *testing.T) {
+func TestApplyLogReplaysNoticesAndReceipts(t *testing.T) {
 	ctx := context.Background()
 	path := tempDB(t)
 	s := openPath(t, path, Options{})
@@ -387,8 +387,9 @@ func TestApplyLogReplaysNotices(t *testing.T) {
 			inbox = r
 		}
 	}
+	rcpt := model.Receipt{MsgID: inbox.MsgID, Iss: "did:b", Reader: "did:b", GroupID: "did:g", AtMS: 1001, Status: model.ReceiptReaded}
 	if _, err := s.Update(ctx, &store.Update{RecordID: inbox.RecordID, From: model.Unread, To: model.Readed, NowMS: 1001,
-		Notice: &store.Notice{Owner: "did:c", Type: model.EventDeliverySent, Detail: "told"}}); err != nil {
+		Notice: &store.Notice{Owner: "did:c", Type: model.EventDeliverySent, Detail: "told"}, Receipt: &rcpt}); err != nil {
 		t.Fatal(err)
 	}
 	if !s.uncommitted.Load() || logSize(t, path) == 0 {
@@ -403,5 +404,12 @@ func TestApplyLogReplaysNotices(t *testing.T) {
 	}
 	if len(evs) != 1 || evs[0].Type != model.EventDeliverySent || evs[0].RecordID != inbox.RecordID || evs[0].Detail != "told" {
 		t.Fatalf("did:c's events after the replay: %+v; want the notice", evs)
+	}
+	got, err := s2.ListReceipts(ctx, store.ReceiptFilter{MsgID: inbox.MsgID, Limit: 10})
+	if err != nil || len(got) != 1 || got[0] != rcpt {
+		t.Fatalf("receipts after the replay = %+v, %v; want %+v", got, err, rcpt)
+	}
+	if evs, err = s2.ListEvents(ctx, store.EventFilter{Owner: "did:g", Limit: 10}); err != nil || len(evs) != 1 || evs[0].Type != model.EventReceiptSet {
+		t.Fatalf("did:g's events after the replay = %+v, %v; want its receipt.set", evs, err)
 	}
 }

@@ -223,7 +223,27 @@ func (s *Store) updateTx(ctx context.Context, tx *sql.Tx, u *store.Update) (mode
 			return rec, err
 		}
 	}
+	if r := u.Receipt; r != nil {
+		if err := w.changeReceipt(ctx, r, u.NowMS); err != nil {
+			return rec, err
+		}
+	}
 	return rec, w.unreadDelta(ctx, &rec, u.From, u.To)
+}
+
+// changeReceipt stores an Update's receipt unless the reader's stored one
+// holds a decision or is newer (store.Update.Receipt), with its event.
+func (w *txWriter) changeReceipt(ctx context.Context, r *model.Receipt, nowMS int64) error {
+	var stored int
+	err := w.tx.StmtContext(ctx, w.st.changeReceipt).QueryRowContext(ctx,
+		r.MsgID, r.Iss, r.Reader, r.GroupID, r.AtMS, string(r.Status), r.Reason).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: store receipt: %w", err)
+	}
+	return insertEvent(ctx, w.tx, store.ReceiptEvent(*r, nowMS))
 }
 
 // updateMiss explains why an Update's compare-and-set matched nothing.

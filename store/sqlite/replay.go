@@ -151,7 +151,8 @@ func updateEntry(u *store.Update, changed func() []model.Record) *logEntry {
 	if !ok(u.RecordID) || !ok(string(u.From)) || !ok(u.ExpectLeaseID) || !ok(string(u.To)) || !ok(u.EventType) ||
 		!ok(u.EventDetail) || !ok(d.ExternalMsgID) || !ok(d.ErrorCode) || !ok(d.ErrorMessage) || !ok(d.LastError) ||
 		(u.Lease != nil && (!ok(u.Lease.ID) || !ok(u.Lease.Holder))) ||
-		(u.Notice != nil && (!ok(u.Notice.Owner) || !ok(u.Notice.Type) || !ok(u.Notice.Detail))) {
+		(u.Notice != nil && (!ok(u.Notice.Owner) || !ok(u.Notice.Type) || !ok(u.Notice.Detail))) ||
+		(u.Receipt != nil && !receiptIsUTF8(u.Receipt)) {
 		return nil
 	}
 	e := newEntry(&loggedWrite{update: u}, changed)
@@ -159,6 +160,11 @@ func updateEntry(u *store.Update, changed func() []model.Record) *logEntry {
 		e.visible = func(*model.Record) int64 { return u.VisibleAtMS }
 	}
 	return e
+}
+
+func receiptIsUTF8(r *model.Receipt) bool {
+	ok := utf8.ValidString
+	return ok(r.MsgID) && ok(r.Iss) && ok(r.Reader) && ok(r.GroupID) && ok(string(r.Status)) && ok(r.Reason)
 }
 
 func newEntry(w *loggedWrite, changed func() []model.Record) *logEntry {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/msgcenter/msgcenter/model"
 )
 
 // recordCols is the column list scanRecord expects, in order.
@@ -42,6 +44,7 @@ type stmts struct {
 	ackConsumer    *sql.Stmt
 	lastSeqW       *sql.Stmt
 	putReceipt     *sql.Stmt // a group's read state is a receipt per reader
+	changeReceipt  *sql.Stmt // a member's ack as its read (store.Update.Receipt)
 	getReceiptW    *sql.Stmt
 	// group commit's per-write savepoint (commit.go)
 	savepoint, rollbackTo, release *sql.Stmt
@@ -115,6 +118,14 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 				iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
 				status = excluded.status, reason = excluded.reason
 			WHERE excluded.at_ms >= receipts.at_ms`},
+		{&st.changeReceipt, `INSERT INTO receipts (` + receiptCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (msg_id, reader) DO UPDATE SET
+				iss = excluded.iss, group_id = excluded.group_id, at_ms = excluded.at_ms,
+				status = excluded.status, reason = excluded.reason
+			WHERE excluded.at_ms >= receipts.at_ms
+				AND receipts.status IN ('` + string(model.ReceiptUnread) + `', '` + string(model.ReceiptReading) + `')
+				AND (receipts.status, receipts.reason) <> (excluded.status, excluded.reason)
+			RETURNING 1`},
 		{&st.getReceiptW, "SELECT " + receiptCols + " FROM receipts WHERE msg_id = ? AND reader = ?"},
 		{&st.savepoint, "SAVEPOINT w"},
 		{&st.rollbackTo, "ROLLBACK TO w"},
@@ -157,7 +168,7 @@ func (st *stmts) close() {
 	for _, p := range []*sql.Stmt{st.insertMsg, st.refreshMsg, st.msgRefs, st.fileID, st.insertIdem, st.getIdem,
 		st.insertEvent, st.convUnread, st.claim, st.update,
 		st.recordState, st.consumeSched, st.consumeSchedTo, st.consumerW, st.advanceCAS,
-		st.ackConsumer, st.lastSeqW, st.putReceipt, st.getReceiptW, st.savepoint, st.rollbackTo, st.release,
+		st.ackConsumer, st.lastSeqW, st.putReceipt, st.changeReceipt, st.getReceiptW, st.savepoint, st.rollbackTo, st.release,
 		st.getRecord, st.getMessage, st.getConsumer, st.lastSeq, st.claimable, st.nextVisible} {
 		if p != nil {
 			p.Close()

@@ -21,6 +21,7 @@ func updateTests() []testCase {
 		{"AppendsEvent", testUpdateEvent},
 		{"NoticeIsASecondEvent", testUpdateNotice},
 		{"NoNoticeWithoutTheChange", testUpdateNoticeConflict},
+		{"ReceiptRidesTheChange", testUpdateReceipt},
 		{"ConcurrentExactlyOneWins", testUpdateConcurrent},
 	}
 }
@@ -223,6 +224,82 @@ func testUpdateNoticeConflict(t *testing.T, s store.Store) {
 	requireErrIs(t, err, model.ErrConflict, "UpdateThenClaim under another lease")
 	if after := allEvents(t, s, ""); len(after) != len(before) {
 		t.Fatalf("failed Updates with a notice appended %d events: %s", len(after)-len(before), dump(after[len(before):]))
+	}
+}
+
+// An Update with a Receipt stores it with the change, with its
+// receipt.set event, unless the reader's stored receipt holds a decision
+// or is newer; a change that fails stores none, and the receipt rides an
+// UpdateThenClaim too.
+func testUpdateReceipt(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	recs := seedBox(t, s, "update-receipt", alice, model.Inbox, 6, base, nil)
+	read := func(r model.Record, at int64) *store.Update {
+		u := transition(r.RecordID, model.Unread, model.Readed, at)
+		u.Receipt = &model.Receipt{MsgID: r.MsgID, Iss: alice, Reader: alice, GroupID: grp, AtMS: at, Status: model.ReceiptReaded}
+		return u
+	}
+	stored := func(r model.Record) model.Receipt {
+		t.Helper()
+		got, err := s.ListReceipts(ctx, store.ReceiptFilter{MsgID: r.MsgID, Reader: alice, Limit: 10})
+		requireNoError(t, err, "ListReceipts")
+		if len(got) > 1 {
+			t.Fatalf("%d receipts of one reader for %s", len(got), short(r.MsgID))
+		}
+		if len(got) == 0 {
+			return model.Receipt{}
+		}
+		return got[0]
+	}
+	put := func(r model.Record, status model.ReceiptStatus, at int64) model.Receipt {
+		t.Helper()
+		rc, err := s.PutReceipt(ctx, model.Receipt{MsgID: r.MsgID, Iss: alice, Reader: alice, GroupID: grp, AtMS: at,
+			Status: status, Reason: "set by hand"}, at)
+		requireNoError(t, err, "PutReceipt")
+		return rc
+	}
+	accepted := put(recs[1], model.ReceiptAccepted, base+50)
+	put(recs[2], model.ReceiptReading, base+50)
+	newer := put(recs[3], model.ReceiptUnread, base+500)
+	before := len(eventsOf(allEvents(t, s, grp), model.EventReceiptSet, ""))
+
+	for _, r := range recs[:4] {
+		mustUpdate(t, s, read(r, base+100))
+	}
+	want := model.Receipt{MsgID: recs[0].MsgID, Iss: alice, Reader: alice, GroupID: grp, AtMS: base + 100, Status: model.ReceiptReaded}
+	if got := stored(recs[0]); got != want {
+		t.Fatalf("receipt after the change = %+v, want %+v", got, want)
+	}
+	if got := stored(recs[1]); got != accepted {
+		t.Fatalf("an ACCEPTED receipt became %+v; a decision stands", got)
+	}
+	want.MsgID = recs[2].MsgID
+	if got := stored(recs[2]); got != want {
+		t.Fatalf("a READING receipt became %+v, want %+v", got, want)
+	}
+	if got := stored(recs[3]); got != newer {
+		t.Fatalf("a newer receipt became %+v; it stands", got)
+	}
+	evs := eventsOf(allEvents(t, s, grp), model.EventReceiptSet, "")[before:]
+	if len(evs) != 2 || evs[0].MsgID != recs[0].MsgID || evs[1].MsgID != recs[2].MsgID ||
+		evs[0].AtMS != base+100 || evs[0].Detail != "reader: "+alice+", status: READED" {
+		t.Fatalf("receipt.set events of the changes = %s; want one each for the receipts stored", dump(evs))
+	}
+
+	failed := read(recs[4], base+200)
+	failed.From = model.Reading
+	_, err := s.Update(ctx, failed)
+	requireErrIs(t, err, model.ErrConflict, "Update from the wrong state")
+	_, _, err = s.UpdateThenClaim(ctx, failed, claimParams(alice, model.Inbox, base+200, "L"))
+	requireErrIs(t, err, model.ErrConflict, "UpdateThenClaim from the wrong state")
+	if got := stored(recs[4]); got != (model.Receipt{}) {
+		t.Fatalf("a failed change stored the receipt %+v", got)
+	}
+	if _, c, err := s.UpdateThenClaim(ctx, read(recs[4], base+300), claimParams(alice, model.Inbox, base+300, "L")); err != nil || c.Err != nil {
+		t.Fatalf("UpdateThenClaim = %v, claim %v", err, c.Err)
+	}
+	if got := stored(recs[4]); got.Status != model.ReceiptReaded || got.AtMS != base+300 {
+		t.Fatalf("receipt after UpdateThenClaim = %+v, want READED at %d", got, base+300)
 	}
 }
 
