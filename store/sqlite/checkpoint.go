@@ -25,6 +25,11 @@ const (
 	// ckEveryCommits asks for a checkpoint after this many commits; a
 	// commit writes a handful of pages, so the WAL stays in the low MiBs.
 	ckEveryCommits = 256
+	// ckMinCommits is the fewest commits between two kicks, however large
+	// the commits (nextCkEvery); ckFirstCommits make the first kick, before
+	// a pass has seen how large they are.
+	ckMinCommits   = 8
+	ckFirstCommits = 32
 	// ckInterval checkpoints a quiet database too, so a burst's WAL does
 	// not linger.
 	ckInterval = time.Second
@@ -51,6 +56,7 @@ func (s *Store) checkpointLoop() {
 			s.log.Warn("sqlite: checkpoint failed", "err", err)
 			continue
 		}
+		s.ckEvery.Store(nextCkEvery(s.ckEvery.Load(), logFrames))
 		if logFrames >= ckRestartFrames {
 			select {
 			case s.ckRestart <- struct{}{}:
@@ -58,6 +64,24 @@ func (s *Store) checkpointLoop() {
 			}
 		}
 	}
+}
+
+// nextCkEvery adapts the commits between two checkpoints to the commits'
+// size. A group commit of many large bodies writes hundreds of pages, and
+// 256 of them took the WAL to 55–75 MiB before a pass could ask for a
+// restart, past journal_size_limit (TestWALStaysBoundedUnderContinuousWrites,
+// which under a loaded machine crossed its bound). So the first kick comes
+// after ckFirstCommits; while passes find the WAL at more than twice
+// ckRestartFrames, kicks come twice as often, and they go back towards
+// ckEveryCommits once passes find it under half.
+func nextCkEvery(cur int64, logFrames int) int64 {
+	switch {
+	case logFrames > 2*ckRestartFrames:
+		return max(cur/2, ckMinCommits)
+	case logFrames < ckRestartFrames/2:
+		return min(cur*2, ckEveryCommits)
+	}
+	return cur
 }
 
 // restartWAL runs on the writer goroutine, between groups. A RESTART

@@ -108,7 +108,7 @@ func (s *Store) committed() {
 			s.log.Warn("sqlite: apply log not emptied", "err", err)
 		}
 	}
-	if s.sinceCk++; s.sinceCk >= ckEveryCommits {
+	if s.sinceCk++; int64(s.sinceCk) >= s.ckEvery.Load() {
 		s.sinceCk = 0
 		select {
 		case s.ckKick <- struct{}{}:

@@ -102,6 +102,10 @@ type Store struct {
 	ckRestart chan struct{}
 	ckDone    chan struct{} // closed when checkpointLoop has returned
 	sinceCk   int           // commits since the last kick (writer goroutine only)
+	// ckEvery is how many commits make a kick: up to ckEveryCommits,
+	// fewer while commits are large (nextCkEvery). The checkpointer sets
+	// it.
+	ckEvery atomic.Int64
 }
 
 // busyTimeoutMS bounds how long a connection waits for a lock held by
@@ -184,6 +188,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s := &Store{w: w, log: log, linger: linger, gatherLinger: gl, reqs: make(chan *writeReq), quit: make(chan struct{}),
 		loopDone: make(chan struct{}), bodies: bodies.New(bodies.DefaultBytes), ckKick: make(chan struct{}, 1),
 		ckRestart: make(chan struct{}, 1), barrier: make(chan chan error)}
+	s.ckEvery.Store(ckFirstCommits)
 	go s.writeLoop()
 	opened := false
 	defer func() {

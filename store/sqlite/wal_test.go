@@ -85,3 +85,30 @@ func TestWALStaysBoundedUnderContinuousWrites(t *testing.T) {
 	}
 	t.Logf("peak WAL size %d MiB", peak.Load()>>20)
 }
+
+// Kicks come more often while passes find the WAL far past the restart
+// length, never more often than ckMinCommits, and go back up to
+// ckEveryCommits once commits are small again.
+func TestNextCkEvery(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cur       int64
+		logFrames int
+		want      int64
+	}{
+		{ckFirstCommits, 16_000, ckFirstCommits / 2},
+		{ckEveryCommits, 2*ckRestartFrames + 1, ckEveryCommits / 2},
+		{ckMinCommits, 50_000, ckMinCommits},
+		{ckMinCommits + 1, 50_000, ckMinCommits},
+		{64, 2 * ckRestartFrames, 64},
+		{64, ckRestartFrames / 2, 64},
+		{64, ckRestartFrames/2 - 1, 128},
+		{ckFirstCommits, 0, 2 * ckFirstCommits},
+		{ckEveryCommits, 0, ckEveryCommits},
+		{ckEveryCommits - 1, 10, ckEveryCommits},
+	} {
+		if got := nextCkEvery(c.cur, c.logFrames); got != c.want {
+			t.Errorf("nextCkEvery(%d, %d) = %d, want %d", c.cur, c.logFrames, got, c.want)
+		}
+	}
+}
