@@ -152,6 +152,24 @@ func BenchmarkClaimAck(b *testing.B) {
 	// ack_next: each ack claims the next record in the same call
 	// (report_delivery with next), as a worker using AckNext does.
 	b.Run("box=inbox/ack_next", func(b *testing.B) { inbox(b, true) })
+	// group_member: the messages came through a members group, so each
+	// ack is also the member's read receipt (store.Update.Receipt).
+	b.Run("box=inbox/group_member", func(b *testing.B) {
+		s := newService(b, nil)
+		ctx := context.Background()
+		b.StopTimer()
+		group, members := benchGroup(b, s, 2, model.DeliverToMembers)
+		for i := range b.N {
+			m := &message.Message{From: group, Source: "did:agent:author", Kind: message.KindGroupMsg,
+				Content: message.Content{Content: benchText(int64(i), 100)}}
+			if _, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: m}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		b.StartTimer()
+		benchClaimAck(b, s, agent(members[0]), model.Inbox)
+	})
 	b.Run("box=tunnel_outbox", func(b *testing.B) {
 		s := newService(b, nil)
 		ctx := context.Background()
