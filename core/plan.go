@@ -141,7 +141,9 @@ func (s *Service) planDispatch(ctx context.Context, c *checked, ingress *model.R
 		}
 		p.Records = append(p.Records, c.newRecord(group, model.GroupInbox, "", route, now))
 		res.DeliveredGroup, res.GroupDelivery = group, c.delivery
-		if err := s.fanOut(ctx, c, p, route, now, &res.DeliveredAgents, &res.DroppedRecipients); err != nil {
+		// Not routed: a group message dispatched in came from the group's
+		// chat, where its people saw it.
+		if _, err := s.fanOut(ctx, c, p, route, now, &res.DeliveredAgents, &res.DroppedRecipients, false); err != nil {
 			return nil, nil, err
 		}
 		res.DeliveredRecipients = append(res.DeliveredRecipients, res.DeliveredAgents...)
@@ -169,41 +171,66 @@ func (s *Service) planDispatch(ctx context.Context, c *checked, ingress *model.R
 	return p, res, nil
 }
 
-// fanOut adds an INBOX record, tagged with the group, for every subscriber
-// of c's group except the author and those who block the author or the
-// group. A group
-// that delivers to itself has none: its subscribers read its GROUP_INBOX.
-func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *model.Route, now int64, delivered, dropped *[]string) error {
+// fanOut adds an INBOX record, tagged with the group, for every member
+// audience lists, except those in routed: the people a post_send reaches
+// through their own routes (planPostSend), which it returns with their
+// routes. A group that delivers to itself has no member records: its
+// subscribers read its GROUP_INBOX.
+func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *model.Route, now int64, delivered, dropped *[]string, routed bool) (map[string][]model.ContactRoute, error) {
 	if c.delivery == model.DeliverToGroup {
-		return nil
+		return nil, nil
 	}
+	reach, err := s.audience(ctx, c, dropped)
+	if err != nil {
+		return nil, err
+	}
+	var routes map[string][]model.ContactRoute
+	if routed {
+		if routes, err = s.st.RoutesOf(ctx, reach); err != nil {
+			return nil, err
+		}
+	}
+	p.Records = slices.Grow(p.Records, len(reach))
+	*delivered = slices.Grow(*delivered, len(reach))
+	for _, d := range reach {
+		if len(routes[d]) > 0 {
+			continue
+		}
+		p.Records = append(p.Records, c.newRecord(d, model.Inbox, "", route, now))
+		*delivered = append(*delivered, d)
+	}
+	return routes, nil
+}
+
+// audience lists the subscribers of c's group that a message reaches:
+// all but the author and those who block the author or the group (added
+// to dropped).
+func (s *Service) audience(ctx context.Context, c *checked, dropped *[]string) ([]string, error) {
 	subs, err := s.st.GroupSubscribers(ctx, c.msg.From)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	author := c.msg.LogicalSender()
 	blocked, err := s.st.BlockedBy(ctx, author, subs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A member may block the group itself (mute it) as well as an author.
 	muted, err := s.st.BlockedBy(ctx, c.msg.From, subs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p.Records = slices.Grow(p.Records, len(subs))
-	*delivered = slices.Grow(*delivered, len(subs))
+	reach := make([]string, 0, len(subs))
 	for _, d := range subs {
 		switch {
 		case d == author:
 		case blocked[d], muted[d]:
 			*dropped = append(*dropped, d)
 		default:
-			p.Records = append(p.Records, c.newRecord(d, model.Inbox, "", route, now))
-			*delivered = append(*delivered, d)
+			reach = append(reach, d)
 		}
 	}
-	return nil
+	return reach, nil
 }
 
 // planPostSend plans a post_send of c. strict is for a send made now: a
@@ -237,6 +264,7 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 		}
 	}
 
+	groupChat := false // the group's own routes reach its people
 	for _, target := range c.sendTargets() {
 		chosen, err := s.sendRoutes(ctx, target, sc)
 		if err != nil && !strict && errors.Is(err, model.ErrInvalid) {
@@ -247,18 +275,9 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, cr := range chosen {
-			mode := cr.Mode
-			if sc.Mode != "" {
-				mode = sc.Mode
-			}
-			route := &model.Route{TunnelDID: cr.TunnelDID, Platform: cr.Platform, AccountID: cr.AccountID,
-				Address: cr.Address, ChatID: cr.ChatID, TargetDID: target, Mode: mode, Priority: cr.Priority}
-			variant := target + "\x00" + cr.Address + "\x00" + cr.ChatID
-			r := c.newRecord(cr.TunnelDID, model.TunnelOutbox, variant, route, now)
-			p.Records = append(p.Records, r)
-			res.Deliveries = append(res.Deliveries, wire.Delivery{TunnelDID: cr.TunnelDID, RecordID: r.RecordID,
-				TargetDID: target, Mode: mode, Priority: cr.Priority})
+		c.deliver(p, res, target, chosen, sc.Mode, now)
+		if c.isGroup {
+			groupChat = len(chosen) > 0
 		}
 		if len(chosen) > 0 || c.isGroup {
 			continue
@@ -278,14 +297,53 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 	if c.isGroup {
 		res.GroupDelivery = c.delivery
 		p.Records = append(p.Records, c.newRecord(c.msg.From, model.GroupInbox, "", nil, now))
-		if err := s.fanOut(ctx, c, p, nil, now, &res.LocalRecipients, &res.DroppedRecipients); err != nil {
+		// A member reached only through a tunnel (a person, who has routes
+		// and no token) would never read an INBOX record: it gets the
+		// message where it is, through its best route (all of them with
+		// all_routes), unless the group's own chat reaches it. send_ctx's
+		// tunnel_did is about the group's routes, not the members'.
+		routed, err := s.fanOut(ctx, c, p, nil, now, &res.LocalRecipients, &res.DroppedRecipients, !groupChat)
+		if err != nil {
 			return nil, nil, err
+		}
+		mine := &wire.SendCtx{AllRoutes: sc.AllRoutes}
+		for _, d := range routedOrder(routed) {
+			c.deliver(p, res, d, chooseRoutes(routed[d], mine), sc.Mode, now)
 		}
 	}
 	if len(res.Deliveries) == 0 && len(res.LocalRecipients) == 0 && len(res.DroppedRecipients) > 0 {
 		res.OK, res.Reason = false, "blocked"
 	}
 	return p, res, nil
+}
+
+// deliver adds a TUNNEL_OUTBOX record for target through each of chosen,
+// in mode when one is given (else the route's own).
+func (c *checked) deliver(p *store.Plan, res *wire.PostSendResult, target string, chosen []model.ContactRoute, mode string, now int64) {
+	for _, cr := range chosen {
+		m := cr.Mode
+		if mode != "" {
+			m = mode
+		}
+		route := &model.Route{TunnelDID: cr.TunnelDID, Platform: cr.Platform, AccountID: cr.AccountID,
+			Address: cr.Address, ChatID: cr.ChatID, TargetDID: target, Mode: m, Priority: cr.Priority}
+		variant := target + "\x00" + cr.Address + "\x00" + cr.ChatID
+		r := c.newRecord(cr.TunnelDID, model.TunnelOutbox, variant, route, now)
+		p.Records = append(p.Records, r)
+		res.Deliveries = append(res.Deliveries, wire.Delivery{TunnelDID: cr.TunnelDID, RecordID: r.RecordID,
+			TargetDID: target, Mode: m, Priority: cr.Priority})
+	}
+}
+
+// routedOrder lists routed's members sorted, so that a plan and its
+// answer do not depend on map order.
+func routedOrder(routed map[string][]model.ContactRoute) []string {
+	out := make([]string, 0, len(routed))
+	for d := range routed {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sendTargets are the recipients a post_send of c routes: a group

@@ -118,6 +118,10 @@ type Store interface {
 	ListBlocks(ctx context.Context, owner string, limit int) ([]model.Block, error)
 	SetRoutes(ctx context.Context, did string, routes []model.ContactRoute, nowMS int64) error
 	Routes(ctx context.Context, did string) ([]model.ContactRoute, error)
+	// RoutesOf is Routes for many DIDs in one read (a group fan-out asks
+	// about every member): the routes of each of dids that has any, in
+	// their order. The caller may not change them.
+	RoutesOf(ctx context.Context, dids []string) (map[string][]model.ContactRoute, error)
 
 	// PutReceipt stores r unless a receipt for (msg, reader) with a later
 	// at_ms exists: the latest wins. It returns the receipt now stored.

@@ -54,6 +54,19 @@ type Delivery struct {
 	Route *model.Route
 }
 
+// Heading says who wrote a group's message and where, for a delivery to
+// one of the group's people in their own chat (a members group reaches
+// its people so when it has no chat of its own): that chat shows only the
+// tunnel's bot. It is "" for any other delivery, the group's chat
+// included.
+func (d *Delivery) Heading() string {
+	m := d.Msg
+	if m == nil || d.Route == nil || m.Source == "" || m.Source == m.From || d.Route.TargetDID == m.From {
+		return ""
+	}
+	return m.Source + " in " + m.From + ":"
+}
+
 // Error is a send the platform refused, with its advice on retrying.
 type Error struct {
 	// Code is the platform's error code or HTTP status, for the record's

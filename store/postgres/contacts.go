@@ -217,6 +217,43 @@ func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, e
 	return lookup.Remember(&s.contacts.routes, did, func() ([]model.ContactRoute, error) { return s.routes(ctx, did) })
 }
 
+// RoutesOf reads the routes of the DIDs the cache has no answer for (all
+// of them when it keeps none) in one query.
+func (s *Store) RoutesOf(ctx context.Context, dids []string) (map[string][]model.ContactRoute, error) {
+	ask := func(missing []int) ([][]model.ContactRoute, error) {
+		asked := make([]string, len(missing))
+		for j, i := range missing {
+			asked[j] = dids[i]
+		}
+		rows, err := s.pool.Query(ctx, `SELECT did, tunnel_did, address, platform, chat_id, account_id,
+			mode, priority FROM routes WHERE did = ANY($1::text[]) ORDER BY did, idx`, asked)
+		if err != nil {
+			return nil, fail("routes", err)
+		}
+		defer rows.Close()
+		out, err := lookup.ScanRoutes(rows, asked)
+		if err != nil {
+			return nil, fail("routes", err)
+		}
+		return out, nil
+	}
+	var vals [][]model.ContactRoute
+	var err error
+	if s.contacts.remembering() {
+		vals, err = lookup.RememberMany(&s.contacts.routes, dids, ask)
+	} else {
+		all := make([]int, len(dids))
+		for i := range all {
+			all[i] = i
+		}
+		vals, err = ask(all)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return lookup.RoutesByDID(dids, vals), nil
+}
+
 func (s *Store) routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
 	rows, err := s.pool.Query(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
 		mode, priority FROM routes WHERE did = $1 ORDER BY idx`, did)

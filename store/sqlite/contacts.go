@@ -213,6 +213,36 @@ func (s *Store) Routes(ctx context.Context, did string) ([]model.ContactRoute, e
 	return slices.Clone(v), err // the caller's copy: it must not reach the cache
 }
 
+// RoutesOf reads the routes of the DIDs the cache has no answer for in
+// one query, their list as one JSON array parameter (as blockedBy).
+func (s *Store) RoutesOf(ctx context.Context, dids []string) (map[string][]model.ContactRoute, error) {
+	vals, err := lookup.RememberMany(&s.lk.routes, dids, func(missing []int) ([][]model.ContactRoute, error) {
+		asked := make([]string, len(missing))
+		for j, i := range missing {
+			asked[j] = dids[i]
+		}
+		list, err := json.Marshal(asked)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: routes: %w", err)
+		}
+		rows, err := s.queryContacts(ctx, `SELECT did, tunnel_did, address, platform, chat_id, account_id,
+			mode, priority FROM routes WHERE did IN (SELECT value FROM json_each(?)) ORDER BY did, idx`, string(list))
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: routes: %w", err)
+		}
+		defer rows.Close()
+		out, err := lookup.ScanRoutes(rows, asked)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: routes: %w", err)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lookup.RoutesByDID(dids, vals), nil
+}
+
 func (s *Store) routes(ctx context.Context, did string) ([]model.ContactRoute, error) {
 	rows, err := s.queryContacts(ctx, `SELECT tunnel_did, address, platform, chat_id, account_id,
 		mode, priority FROM routes WHERE did = ? ORDER BY idx`, did)

@@ -18,6 +18,7 @@ func contactTests() []testCase {
 		{"GroupDelivery", testGroupDelivery},
 		{"Blocks", testBlocks},
 		{"Routes", testRoutes},
+		{"RoutesOfMany", testRoutesOf},
 	}
 }
 
@@ -231,4 +232,34 @@ func testRoutes(t *testing.T, s store.Store) {
 	requireRoutes(t, s, alice, nil)
 	requireRoutes(t, s, bob, []model.ContactRoute{r2})
 	requireRoutes(t, s, "did:test:unknown", nil)
+}
+
+// RoutesOf answers for many DIDs at once, each one's routes in order and
+// only those that have any, and sees every change, as Routes does.
+func testRoutesOf(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r1 := model.ContactRoute{TunnelDID: tunnel, Address: "@alice", Platform: "telegram", ChatID: "42", Priority: 5}
+	r2 := model.ContactRoute{TunnelDID: "did:test:tunnel-mail", Address: "alice@example.com", Platform: "email", Priority: 1}
+	r3 := model.ContactRoute{TunnelDID: "did:test:tunnel-slack", Platform: "slack", ChatID: "C123", Mode: "channel"}
+	requireRoutesOf := func(dids []string, want map[string][]model.ContactRoute, when string) {
+		t.Helper()
+		got, err := s.RoutesOf(ctx, dids)
+		requireNoError(t, err, "RoutesOf")
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("RoutesOf(%v) %s\n got: %s\nwant: %s", dids, when, dump(got), dump(want))
+		}
+	}
+	requireRoutesOf(nil, map[string][]model.ContactRoute{}, "of no one")
+	requireRoutesOf([]string{alice, bob}, map[string][]model.ContactRoute{}, "before any route")
+	requireNoError(t, s.SetRoutes(ctx, alice, []model.ContactRoute{r2, r1}, base), "SetRoutes(alice)")
+	requireNoError(t, s.SetRoutes(ctx, carol, []model.ContactRoute{r3}, base), "SetRoutes(carol)")
+	all := []string{dave, carol, alice, bob, alice}
+	want := map[string][]model.ContactRoute{alice: {r2, r1}, carol: {r3}}
+	requireRoutesOf(all, want, "")
+	requireRoutesOf(all, want, "asked again")
+	requireRoutes(t, s, alice, []model.ContactRoute{r2, r1})
+
+	requireNoError(t, s.SetRoutes(ctx, alice, nil, base), "SetRoutes(alice, none)")
+	requireNoError(t, s.SetRoutes(ctx, bob, []model.ContactRoute{r1}, base), "SetRoutes(bob)")
+	requireRoutesOf(all, map[string][]model.ContactRoute{bob: {r1}, carol: {r3}}, "after the routes changed")
 }

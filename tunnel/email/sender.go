@@ -150,7 +150,11 @@ func (s *Sender) compose(d *tunnel.Delivery, from, to string, ans *Machine) ([]b
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := w.Write([]byte(d.Msg.Content.Content)); err != nil {
+	body := d.Msg.Content.Content
+	if hd := d.Heading(); hd != "" {
+		body = hd + "\n\n" + body
+	}
+	if _, err := w.Write([]byte(body)); err != nil {
 		return nil, "", err
 	}
 	if err := w.Close(); err != nil {

@@ -229,6 +229,9 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	if strings.TrimSpace(text) == "" {
 		return "", tunnel.Permanent("empty", "the message has no text to send")
 	}
+	if h := d.Heading(); h != "" {
+		text = "_" + h + "_\n" + text
+	}
 	// Escaped: an agent quoting <!channel> must not ping a channel.
 	opts := []slack.MsgOption{slack.MsgOptionText(text, true)}
 	if thread != "" {

@@ -67,6 +67,9 @@ func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	if t := d.Msg.Content.Title; t != "" {
 		text = strings.TrimSpace(t + "\n\n" + text)
 	}
+	if h := d.Heading(); h != "" && strings.TrimSpace(text) != "" {
+		text = h + "\n" + text
+	}
 	if strings.TrimSpace(text) == "" {
 		return "", tunnel.Permanent("empty", "the message has no text to send")
 	}

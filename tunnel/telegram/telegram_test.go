@@ -283,6 +283,32 @@ func TestOutbound(t *testing.T) {
 	if len(sent) != 1 || sent[0] != (sentMsg{"-1001234", "in the topic", "56"}) {
 		t.Fatalf("sent %+v; want the topic's message alone", sent)
 	}
+
+	// A members group without a chat of its own reaches a person among
+	// its members in the person's chat, saying who wrote and where.
+	const team = "did:group:team"
+	if _, err := srv.Admin.SetGroup(ctx, team, &wire.SubscribersRequest{Subscribers: []string{agentDID, "did:telegram:43"},
+		Delivery: model.DeliverToMembers}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tun.SetRoutes(ctx, "did:telegram:43", []model.ContactRoute{{ChatID: "43"}}); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	fake.sent = nil
+	fake.mu.Unlock()
+	res, err := srv.Client(t, agentDID, model.RoleAgent).PostSend(ctx, &wire.PostSendRequest{Msg: &message.Message{
+		From: team, Source: agentDID, Kind: message.KindGroupMsg, Content: message.Content{Content: "standup at 10"}}})
+	if err != nil || len(res.Deliveries) != 1 {
+		t.Fatalf("post to the group = %+v, %v; want one delivery, to did:telegram:43", res, err)
+	}
+	testserver.WaitFor(t, "the group's message to its person SENT", func() bool { return srv.Record(t, res.Deliveries[0].RecordID).State == model.Sent })
+	fake.mu.Lock()
+	sent = fake.sent
+	fake.mu.Unlock()
+	if want := (sentMsg{"43", agentDID + " in " + team + ":\nstandup at 10", ""}); len(sent) != 1 || sent[0] != want {
+		t.Fatalf("sent %+v; want %+v", sent, want)
+	}
 }
 
 // A message in a forum topic is answered in that topic; a reply in an

@@ -152,6 +152,26 @@ func BlockKey(owner, sender string) string { return PairKey(owner, sender) }
 // group"). NUL cannot occur in a DID, so no two pairs share a key.
 func PairKey(a, b string) string { return a + "\x00" + b }
 
+// RememberMany is Remember for several keys at once (a group fan-out asks
+// about each member): vals[i] is the answer for keys[i], c's or else
+// ask's, which it keeps. ask is called once, for the indexes c has no
+// answer for, and answers them in that order.
+func RememberMany[V any](c *Cache[V], keys []string, ask func(missing []int) ([]V, error)) ([]V, error) {
+	vals, missing, gen := c.GetMany(keys)
+	if len(missing) == 0 {
+		return vals, nil
+	}
+	found, err := ask(missing)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range missing {
+		vals[i] = found[j]
+		c.Put(gen, keys[i], found[j])
+	}
+	return vals, nil
+}
+
 // BlockedBy answers which of owners block sender from c, asking ask only
 // about the owners c has no answer for, and remembering what it says
 // (a no as well as a yes).
@@ -160,28 +180,28 @@ func BlockedBy(c *Cache[bool], sender string, owners []string, ask func(owners [
 	for i, o := range owners {
 		keys[i] = BlockKey(o, sender)
 	}
-	known, missing, gen := c.GetMany(keys)
-	out := map[string]bool{}
-	for i, o := range owners {
-		if known[i] {
-			out[o] = true
+	vals, err := RememberMany(c, keys, func(missing []int) ([]bool, error) {
+		asked := make([]string, len(missing))
+		for j, i := range missing {
+			asked[j] = owners[i]
 		}
-	}
-	if len(missing) == 0 {
+		found, err := ask(asked)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]bool, len(asked))
+		for j, o := range asked {
+			out[j] = found[o]
+		}
 		return out, nil
-	}
-	asked := make([]string, len(missing))
-	for j, i := range missing {
-		asked[j] = owners[i]
-	}
-	found, err := ask(asked)
+	})
 	if err != nil {
 		return nil, err
 	}
-	for j, i := range missing {
-		c.Put(gen, keys[i], found[asked[j]])
-		if found[asked[j]] {
-			out[asked[j]] = true
+	out := map[string]bool{}
+	for i, o := range owners {
+		if vals[i] {
+			out[o] = true
 		}
 	}
 	return out, nil
