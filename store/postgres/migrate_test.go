@@ -33,6 +33,29 @@ func TestMigrationNamesScheduledSenders(t *testing.T) {
 	storetest.RequireScheduledSenders(t, s)
 }
 
+// Migration 0012 clears the last record of the conversations whose record
+// retention deleted before it cleared them itself.
+func TestMigrationForgetsGoneRecordsInConversations(t *testing.T) {
+	schema, tx := schemaAtVersion(t, 11)
+	for _, c := range storetest.GoneRecordCases {
+		m, rec := storetest.GoneRecordMsgID(c.Name), storetest.GoneRecordID(c.Owner, c.Name)
+		if c.Stored {
+			mustExec(t, tx, `INSERT INTO messages (msg_id, body, created_at_ms) VALUES ($1, '{}', 1) ON CONFLICT DO NOTHING`, m)
+			mustExec(t, tx, `INSERT INTO records (record_id, owner, box, msg_id, state, seq, created_at_ms,
+				updated_at_ms, sort_key, thread_key) VALUES ($1, $2, 'INBOX', $3, 'UNREAD', 1, 1, 1, 1, $4)`,
+				rec, c.Owner, m, c.Thread)
+		}
+		mustExec(t, tx, `INSERT INTO conversations (owner, thread_key, last_msg_id, last_record_id, last_box,
+			last_seq, unread_count, updated_at_ms) VALUES ($1, $2, $3, $4, 'INBOX', 1, 1, 1)`, c.Owner, c.Thread, m, rec)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+
+	s := openStore(t, schema) // applies 0012 and later
+	storetest.RequireGoneRecordsForgotten(t, s)
+}
+
 // schemaAtVersion creates a schema with the first n migrations applied, as
 // a server of that time left it, and returns it with an open transaction
 // in it for the test to fill (it commits before opening a store).

@@ -240,3 +240,52 @@ func TestMigrationNamesScheduledSenders(t *testing.T) {
 	defer s.Close()
 	storetest.RequireScheduledSenders(t, s)
 }
+
+// Migration 0013 clears the last record of the conversations whose record
+// retention deleted before it cleared them itself.
+func TestMigrationForgetsGoneRecordsInConversations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v12.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:12] {
+		if _, err := db.Exec(m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+	}
+	for _, c := range storetest.GoneRecordCases {
+		m, rec := storetest.GoneRecordMsgID(c.Name), storetest.GoneRecordID(c.Owner, c.Name)
+		if c.Stored {
+			res, err := db.Exec(`INSERT INTO messages (msg_id, body, created_at_ms) VALUES (?, X'7B7D', 1)`, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, _ := res.LastInsertId()
+			if _, err := db.Exec(`INSERT INTO records (record_id, owner, box, msg_id, state, seq, created_at_ms,
+				updated_at_ms, sort_key, thread_key, msg_ref) VALUES (?, ?, 'INBOX', ?, 'UNREAD', 1, 1, 1, 1, ?, ?)`,
+				rec, c.Owner, m, c.Thread, ref); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.Exec(`INSERT INTO conversations (owner, thread_key, last_msg_id, last_record_id, last_box,
+			last_seq, unread_count, updated_at_ms) VALUES (?, ?, ?, ?, 'INBOX', 1, 1, 1)`, c.Owner, c.Thread, m, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 12`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.RequireGoneRecordsForgotten(t, s)
+}

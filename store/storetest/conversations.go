@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/msgcenter/msgcenter/model"
@@ -286,5 +287,56 @@ func testConversationsPurged(t *testing.T, s store.Store) {
 	requireConv(t, mustConv(t, s, erin, kept), keptBefore, "the conversation whose last record stayed")
 	if keptBefore.LastRecordID != fresh.RecordID {
 		t.Fatalf("the kept conversation names %s, want the fresh record %s", keptBefore.LastRecordID, fresh.RecordID)
+	}
+}
+
+// GoneRecordCase is a conversation as a server left it before retention
+// cleared the last record of the conversations whose record it deleted.
+type GoneRecordCase struct {
+	Owner, Thread string
+	// Stored: the conversation's last record (of message Name, id
+	// GoneRecordID(Owner, Name)) is still there.
+	Stored bool
+	Name   string
+}
+
+// GoneRecordCases are the conversations the drivers' repair migrations
+// (SQLite 0013, PostgreSQL 0012) are tested with: one whose record is
+// there, one whose record and message are gone, one whose message is
+// there but its record is gone (another owner's record of it stays).
+var GoneRecordCases = []GoneRecordCase{
+	{alice, "t-kept", true, "gone-kept"},
+	{alice, "t-gone", false, "gone-all"},
+	{bob, "t-gone-record", false, "gone-kept"},
+}
+
+// GoneRecordMsgID is the id of case name's message.
+func GoneRecordMsgID(name string) string { return msgID(name) }
+
+// GoneRecordID is the id of owner's record of case name's message.
+func GoneRecordID(owner, name string) string {
+	return model.RecordID(owner, model.Inbox, msgID(name), "")
+}
+
+// RequireGoneRecordsForgotten checks a store migrated from GoneRecordCases:
+// a conversation whose record is gone names no last record or message,
+// and keeps its thread; the others are as they were.
+func RequireGoneRecordsForgotten(t *testing.T, s store.Store) {
+	t.Helper()
+	for _, c := range GoneRecordCases {
+		cs, err := s.ListConversations(t.Context(), store.ConversationQuery{Owner: c.Owner, Limit: 100})
+		requireNoError(t, err, "ListConversations")
+		i := slices.IndexFunc(cs, func(v model.Conversation) bool { return v.ThreadKey == c.Thread })
+		if i < 0 {
+			t.Fatalf("%s's conversation %s is gone; want it kept", c.Owner, c.Thread)
+		}
+		got := cs[i]
+		wantMsg, wantRec := "", ""
+		if c.Stored {
+			wantMsg, wantRec = msgID(c.Name), GoneRecordID(c.Owner, c.Name)
+		}
+		if got.LastMsgID != wantMsg || got.LastRecordID != wantRec || got.LastSeq != 1 {
+			t.Errorf("%s's conversation %s = %s; want last message %q, record %q, seq 1", c.Owner, c.Thread, dump(got), wantMsg, wantRec)
+		}
 	}
 }
