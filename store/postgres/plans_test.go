@@ -80,7 +80,7 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 		want            []string // the indexes the plan may use, no sequential scan
 	}{
 		{"GetRecord", postgres.SQLGetRecord, "('a', 'b')", []string{"records_pkey"}},
-		{"Update", postgres.SQLUpdate, "('READED', 0, 0, '', 0, '', '', 0, '', 0, NULL, NULL, NULL, 0, 'a', 'READING', '', 'record.state', '', -1, '{INBOX}', 'b', '', '', '')", []string{"records_pkey"}},
+		{"Update", postgres.SQLUpdate, "('READED', 0, 0, '', 0, '', '', 0, '', 0, NULL, NULL, NULL, 0, 'a', 'READING', '', 'record.state', '', -1, '{INBOX}', 'b', '', '', '', '', '', '', '', 0, '', '', '', '')", []string{"records_pkey"}},
 		{"Claim", postgres.SQLClaim, "('READING', 'L', 'h', 1, 1, 'o', 'INBOX', 'UNREAD', 0, '{INBOX}')", []string{"records_box_state", "records_pkey"}},
 		{"PurgeGroupLog", postgres.SQLPurgeGroupLog, "(1, 10)", []string{"records_group_log", "records_pkey"}},
 	}
