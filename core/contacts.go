@@ -441,6 +441,16 @@ func (s *Service) Conversations(ctx context.Context, who model.Identity, q wire.
 	return res, nil
 }
 
+// sawEvent notes that event id was handed out.
+func (s *Service) sawEvent(id int64) {
+	for {
+		cur := s.eventsSeen.Load()
+		if id <= cur || s.eventsSeen.CompareAndSwap(cur, id) {
+			return
+		}
+	}
+}
+
 // Events pages the event log. Admins see everything; others see the
 // events of their own boxes.
 func (s *Service) Events(ctx context.Context, who model.Identity, q wire.EventQuery) (*wire.EventsResult, error) {
@@ -461,14 +471,18 @@ func (s *Service) Events(ctx context.Context, who model.Identity, q wire.EventQu
 	if err != nil {
 		return nil, err
 	}
-	if len(items) == 0 && q.After > 0 {
+	if n := len(items); n > 0 {
+		s.sawEvent(items[n-1].EventID)
+	} else if q.After > s.eventsSeen.Load() {
 		// As for a box's seq (emptySync): ids are never reused, so a
 		// cursor past the last one is another store's, and its holder
-		// would wait for ever for ids handed out already.
+		// would wait for ever for ids handed out already. A cursor this
+		// node handed out (a stream's, paging on) is not looked up.
 		last, err := s.st.LastEventID(ctx)
 		if err != nil {
 			return nil, err
 		}
+		s.sawEvent(last)
 		if q.After > last {
 			return nil, model.Invalid("after", fmt.Sprintf("%d is beyond the end of the event log, which is at event %d: the cursor is not this server's (resume from at most %d)", q.After, last, last))
 		}

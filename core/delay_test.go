@@ -484,3 +484,46 @@ func TestDelayedRepeatAfterDelivery(t *testing.T) {
 		t.Fatalf("bob's inbox = %v; want the message once", got)
 	}
 }
+
+// A send for a fixed time (deliver_at_ms), repeated with its key once that
+// time has passed, is no longer delayed, and is still the same send: it is
+// answered with the entry, and sends nothing, delivered or cancelled.
+func TestDeliverAtRepeatAfterItsTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, cancel := range []bool{false, true} {
+		clk := newClock()
+		s := newService(t, clk)
+		alice, bob := agent("did:agent:alice"), "did:agent:bob"
+		at := clk.Now().Add(time.Minute).UnixMilli()
+		send := func() *wire.PostSendResult {
+			t.Helper()
+			res, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: chat(alice.DID, []string{bob}, "at noon"),
+				DeliverAtMS: &at, IdempotencyKey: "noon"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		first := send()
+		if cancel {
+			if _, err := s.CancelScheduled(ctx, alice, first.ScheduledID); err != nil {
+				t.Fatal(err)
+			}
+		} else if fl, err := s.FlushScheduled(ctx, admin, &wire.FlushRequest{Recipient: bob}); err != nil || fl.Flushed != 1 {
+			t.Fatalf("flush = %+v, %v", fl, err)
+		}
+		clk.Advance(2 * time.Minute)
+		again := send()
+		if again.ScheduledID != first.ScheduledID || again.ScheduledDeliveryTime != first.ScheduledDeliveryTime || len(again.LocalRecipients) != 0 {
+			t.Fatalf("cancelled %v: repeat after its time = %+v; want the first answer's entry %d at %s", cancel, again, first.ScheduledID, first.ScheduledDeliveryTime)
+		}
+		want := 1
+		if cancel {
+			want = 0
+		}
+		if got := texts(syncAll(t, s, bob, model.Inbox)); len(got) != want {
+			t.Fatalf("cancelled %v: bob's inbox = %v; want %d message(s)", cancel, got, want)
+		}
+	}
+}

@@ -297,10 +297,11 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 	if c.isGroup {
 		res.GroupDelivery = c.delivery
 		p.Records = append(p.Records, c.newRecord(c.msg.From, model.GroupInbox, "", nil, now))
-		// A member reached only through a tunnel (a person, who has routes
-		// and no token) would never read an INBOX record: it gets the
-		// message where it is, through its best route (all of them with
-		// all_routes), unless the group's own chat reaches it. send_ctx's
+		// A member with routes (a person a tunnel brought in; as for a
+		// direct send, routes win over an INBOX) would never read an INBOX
+		// record: it gets the message where it is, through its best route
+		// (all of them with all_routes), unless the group's own chat
+		// reaches it. send_ctx's
 		// tunnel_did is about the group's routes, not the members'.
 		routed, err := s.fanOut(ctx, c, p, nil, now, &res.LocalRecipients, &res.DroppedRecipients, !groupChat)
 		if err != nil {

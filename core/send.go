@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -157,15 +158,18 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	case req.IngressCtx != nil:
 		o.sender = req.IngressCtx.TunnelDID
 	}
-	due, id, err := s.send(ctx, who, c, opDispatch, o,
+	out, err := s.send(ctx, who, c, opDispatch, o,
 		func(now int64) (p *store.Plan, err error) {
 			p, res, err = s.planDispatch(ctx, c, req.IngressCtx, now)
 			return p, err
 		})
-	if err != nil || res != nil {
-		return res, err
+	if err != nil {
+		return nil, err
 	}
-	return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(due), ScheduledID: id,
+	if !out.scheduled {
+		return res, nil
+	}
+	return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(out.due), ScheduledID: out.id,
 		DeliveredRecipients: []string{}, DroppedRecipients: []string{}, DeliveredAgents: []string{}}, nil
 }
 
@@ -200,15 +204,18 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 		}
 	}
 	var res *wire.PostSendResult
-	due, id, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx, c.msg.LogicalSender()},
+	out, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx, c.msg.LogicalSender()},
 		func(now int64) (p *store.Plan, err error) {
 			p, res, err = s.planPostSend(ctx, c, req.SendCtx, now, true)
 			return p, err
 		})
-	if err != nil || res != nil {
-		return res, err
+	if err != nil {
+		return nil, err
 	}
-	return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(due), ScheduledID: id,
+	if !out.scheduled {
+		return res, nil
+	}
+	return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(out.due), ScheduledID: out.id,
 		Deliveries: []wire.Delivery{}, LocalRecipients: []string{}, DroppedRecipients: []string{}}, nil
 }
 
@@ -241,29 +248,43 @@ type sendOpts struct {
 	sender string
 }
 
+// sent is how send went: scheduled, with the entry's due time and id, or
+// planned and written now (the plan filled in the caller's result).
+type sent struct {
+	scheduled bool
+	due, id   int64
+}
+
 // send is what dispatch and post_send share: schedule the message when it
-// is delayed (returning its due time and entry id), or plan and write it
-// now (returning zeros, with plan having filled in the caller's result).
-func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op string, o sendOpts, plan func(now int64) (*store.Plan, error)) (due, id int64, err error) {
+// is delayed, or plan and write it now. A send whose idempotency key a
+// delayed send bound is a repeat of that one, made at or after its due
+// time (a deliver_at_ms no longer in the future): it is answered with the
+// entry, as a repeat before it is, and sends nothing (store.KeyScheduled).
+func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op string, o sendOpts, plan func(now int64) (*store.Plan, error)) (sent, error) {
 	now := s.nowMS()
 	due, delayed, err := s.dueTime(o.delayMS, o.deliverAtMS, now)
 	if err != nil {
-		return 0, 0, err
+		return sent{}, err
 	}
 	idem := s.idem(who, op, o.idemKey)
 	if delayed {
 		ctxJSON, err := json.Marshal(o.opCtx)
 		if err != nil {
-			return 0, 0, fmt.Errorf("encode %s context: %w", op, err)
+			return sent{}, fmt.Errorf("encode %s context: %w", op, err)
 		}
-		return s.schedule(ctx, c, op, ctxJSON, o.sender, due, now, idem)
+		due, id, err := s.schedule(ctx, c, op, ctxJSON, o.sender, due, now, idem)
+		return sent{true, due, id}, err
 	}
 	p, err := plan(now)
 	if err != nil {
-		return 0, 0, err
+		return sent{}, err
 	}
 	p.Idem = idem
-	return 0, 0, s.apply(ctx, p)
+	err = s.apply(ctx, p)
+	if ks, ok := errors.AsType[*store.KeyScheduled](err); ok {
+		return sent{true, ks.DueAtMS, ks.ID}, nil
+	}
+	return sent{}, err
 }
 
 // canSpeakFor: a message whose source differs from its from speaks in the

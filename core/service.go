@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/msgcenter/msgcenter/message"
@@ -134,6 +135,9 @@ type Service struct {
 	mailKick   chan struct{}
 	reaperKick chan struct{}
 	reaperAt   wakeTime
+	// eventsSeen is the highest event id this node knows was handed out:
+	// a cursor at or below it needs no look at the store (Events).
+	eventsSeen atomic.Int64
 }
 
 // New returns a service over st.

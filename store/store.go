@@ -11,6 +11,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/msgcenter/msgcenter/model"
 )
@@ -219,6 +220,30 @@ type ScheduleEntry struct {
 	// a post_send's author, a dispatch's tunnel; empty when no one is
 	// named (a dispatch without an ingress context).
 	Sender string `json:"sender,omitempty"`
+}
+
+// KeyScheduled is the kind of the conflict Apply answers for a plan whose
+// idempotency key a delayed send bound (Schedule) and that does not
+// consume that send's entry: a repeat of the delayed send made at or after
+// its due time, which must not send the message again. It names the
+// entry the key made, for the repeat's answer.
+type KeyScheduled struct {
+	ID      int64
+	DueAtMS int64
+}
+
+func (k *KeyScheduled) Error() string {
+	return fmt.Sprintf("the idempotency key made scheduled entry %d", k.ID)
+}
+
+// Unwrap makes it a conflict wherever it is not answered as a repeat.
+func (k *KeyScheduled) Unwrap() error { return model.ErrConflict }
+
+// ScheduledByKey is Apply's answer to a plan whose key made scheduled
+// entry id, due at dueAtMS (KeyScheduled).
+func ScheduledByKey(key string, id, dueAtMS int64) *model.Error {
+	return &model.Error{Kind: &KeyScheduled{ID: id, DueAtMS: dueAtMS}, Field: "idempotency_key",
+		Message: fmt.Sprintf("idempotency key %q was used for a delayed send (scheduled entry %d): repeat it as it was sent", key, id)}
 }
 
 // ScheduleQuery selects pending entries: those of one sender, for one

@@ -330,7 +330,7 @@ func runPlans(ctx context.Context, tx pgx.Tx, b *pgx.Batch, locks int, reqs []*a
 		if idemNew[i] || reqs[i].err != nil {
 			continue
 		}
-		err := checkIdem(ctx, tx, reqs[i].plan.Idem, reqs[i].plan.MsgID)
+		err := checkPlanIdem(ctx, tx, reqs[i].plan)
 		if err == nil {
 			continue
 		}

@@ -35,7 +35,7 @@ func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
 		r, err := s.PutReceipt(ctx, model.Receipt{MsgID: raceMsg, Iss: "did:agent:a", Reader: "did:agent:a", AtMS: 1000, Status: model.ReceiptReading}, 1000)
 		done <- res{r, err}
 	}()
-	time.Sleep(300 * time.Millisecond) // PutReceipt now waits on the uncommitted insert
+	waitForLockWait(t, s) // PutReceipt now waits on the uncommitted insert
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestPutReceiptSameRacingFirstInsert(t *testing.T) {
 		r, err := s.PutReceipt(ctx, want, 2000)
 		done <- res{r, err}
 	}()
-	time.Sleep(300 * time.Millisecond) // PutReceipt now waits on the uncommitted insert
+	waitForLockWait(t, s) // PutReceipt now waits on the uncommitted insert
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +91,27 @@ func TestPutReceiptSameRacingFirstInsert(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("%d receipt.set events for a receipt that changed nothing, want 0", n)
+	}
+}
+
+// waitForLockWait returns once a session of s waits for a lock held by
+// another transaction: the race a test sets up is then really run.
+func waitForLockWait(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := postgres.Pool(s).QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%receipts%'`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("PutReceipt never waited for the racing insert: the test runs no race")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -29,7 +29,7 @@ var convBoxes = func() []string {
 const (
 	sqlInsertIdem = `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (scope, key) DO NOTHING`
-	sqlGetIdem = `SELECT msg_id FROM idempotency WHERE scope = $1 AND key = $2`
+	sqlGetIdem = `SELECT msg_id, sched_id, due_at_ms FROM idempotency WHERE scope = $1 AND key = $2`
 	// Ids are content hashes, so an existing body is the same body: only
 	// its ref_at_ms is refreshed. DO UPDATE rather than DO NOTHING because
 	// it locks the row until commit even when its WHERE skips the write, and
@@ -103,7 +103,7 @@ func (s *Store) applyAlone(ctx context.Context, p *store.Plan) (*store.ApplyResu
 		if !idemNew {
 			// Checked last, after the batch: the rollback undoes everything
 			// the batch wrote, so "nothing written" holds all the same.
-			if err := checkIdem(ctx, tx, p.Idem, p.MsgID); err != nil {
+			if err := checkPlanIdem(ctx, tx, p); err != nil {
 				return err
 			}
 		}
@@ -209,18 +209,36 @@ func (q *queuedPlan) read(br pgx.BatchResults) (res *store.ApplyResult, idemNew 
 // could be rolled back with a later plan of a group commit), and a repeat
 // of the same message still makes nothing new, its records being there.
 func checkIdem(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, msgID string) error {
+	_, _, err := boundIdem(ctx, tx, idem, msgID)
+	return err
+}
+
+// checkPlanIdem is checkIdem for a plan: a key a delayed send bound is
+// that send's, and a plan that does not consume its entry is a repeat of
+// it (store.KeyScheduled).
+func checkPlanIdem(ctx context.Context, tx pgx.Tx, p *store.Plan) error {
+	sched, due, err := boundIdem(ctx, tx, p.Idem, p.MsgID)
+	if err == nil && sched != 0 && sched != p.ConsumeSchedule {
+		return store.ScheduledByKey(p.Idem.Key, sched, due)
+	}
+	return err
+}
+
+// boundIdem is checkIdem, returning the scheduled entry a delayed send
+// made under the key (zeros when none did).
+func boundIdem(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, msgID string) (sched, due int64, err error) {
 	var bound string
-	err := tx.QueryRow(ctx, sqlGetIdem, idem.Scope, idem.Key).Scan(&bound)
+	err = tx.QueryRow(ctx, sqlGetIdem, idem.Scope, idem.Key).Scan(&bound, &sched, &due)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return fail("idempotency key", err)
+		return 0, 0, fail("idempotency key", err)
 	}
 	if bound != msgID {
-		return model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
+		return 0, 0, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
 	}
-	return nil
+	return sched, due, nil
 }
 
 type boxKey struct{ owner, box string }

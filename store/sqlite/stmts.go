@@ -80,7 +80,7 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 			WHERE msg_ref = ?1 AND record_id = ?2`},
 		{&st.insertIdem, `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES (?, ?, ?, ?)
 			ON CONFLICT (scope, key) DO NOTHING`},
-		{&st.getIdem, `SELECT msg_id FROM idempotency WHERE scope = ? AND key = ?`},
+		{&st.getIdem, `SELECT msg_id, sched_id, due_at_ms FROM idempotency WHERE scope = ? AND key = ?`},
 		{&st.insertEvent, `INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		// Clamped at zero so a count can never go negative, even if records

@@ -396,6 +396,16 @@ func testScheduleRepeatAfterDue(t *testing.T, s store.Store) {
 	repeat(e, key, e.ID, base+1_000, "after it came due")
 	requireListed(t, s, store.ScheduleQuery{Limit: 10}, nil, 0)
 	requireNextDue(t, s, 0, false, "after the repeat of a delivered entry")
+	// A repeat made at or after the due time is sent now (deliver_at_ms no
+	// longer in the future): Apply answers with the key's entry instead.
+	late := newPlan(e.MsgID, base+2_000, newRec(carol, model.Inbox, e.MsgID, base+2_000))
+	late.Idem = key
+	_, err := s.Apply(ctx, late)
+	requireErrIs(t, err, model.ErrConflict, "Apply of a plan whose key a delayed send bound")
+	if ks, ok := errors.AsType[*store.KeyScheduled](err); !ok || ks.ID != e.ID || ks.DueAtMS != base+1_000 {
+		t.Fatalf("Apply of a plan whose key a delayed send bound = %v; want KeyScheduled{%d, %d}", err, e.ID, base+1_000)
+	}
+	requireNoRecord(t, s, late.Records[0].RecordID)
 
 	other := &store.Idempotency{Scope: alice + "|post_send", Key: "repeat-cancelled"}
 	c := newEntry("post_send", "repeat-cancelled", base+2_000, carol)
@@ -405,7 +415,7 @@ func testScheduleRepeatAfterDue(t *testing.T, s store.Store) {
 	requireListed(t, s, store.ScheduleQuery{Limit: 10}, nil, 0)
 
 	wrong := newEntry("post_send", "repeat-other-message", base+3_000, bob)
-	_, _, err := s.Schedule(ctx, wrong, key)
+	_, _, err = s.Schedule(ctx, wrong, key)
 	requireErrIs(t, err, model.ErrConflict, "Schedule of another message with a key a delayed send bound")
 
 	now := &store.Idempotency{Scope: alice + "|post_send", Key: "repeat-immediate"}
