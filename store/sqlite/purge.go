@@ -254,10 +254,10 @@ const ackedQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM cons
 
 // groupLogQuery is the DELETE of at most limit records of groups' logs
 // (GROUP_INBOX) last changed before a cutoff, whatever their state unless
-// held, walking the records_group_log index, whose GLOB condition it
-// repeats (migration 0007 says why it is not an equality).
+// held, walking the records_group_log index, whose condition it repeats
+// (migrations 0007 and 0014 say why it is neither an equality nor a GLOB).
 var groupLogQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM records r
-		WHERE r.box GLOB '` + string(model.GroupInbox) + `' AND r.updated_at_ms < ?
+		WHERE r.box BETWEEN '` + string(model.GroupInbox) + `' AND '` + string(model.GroupInbox) + `' AND r.updated_at_ms < ?
 			AND r.state <> '` + string(model.HeldState(model.GroupInbox)) + `'
 			AND NOT ` + unexamined + `
 		ORDER BY r.updated_at_ms LIMIT ?)
