@@ -26,6 +26,7 @@ func applyTests() []testCase {
 		{"ConcurrentSeq", testApplyConcurrentSeq},
 		{"ConcurrentConflictsRollBackAlone", testApplyConcurrentConflicts},
 		{"LargePlan", testApplyLargePlan},
+		{"FanOutKeepsEveryField", testApplyFanOutFields},
 	}
 }
 

@@ -102,3 +102,33 @@ func testApplyLargePlan(t *testing.T, s store.Store) {
 		t.Fatalf("record.created events of the large Apply (%d) are not one per new record in plan order (%d)", len(createdEvents), len(wantCreated))
 	}
 }
+
+// A fan-out's records, alike but for their owners, keep every field,
+// tags and route included, whatever size of run they are written in;
+// a record that differs in one field among them keeps its own.
+func testApplyFanOutFields(t *testing.T, s store.Store) {
+	m := msgID("fanout-fields")
+	rt := model.Route{TunnelDID: tunnel, Platform: "telegram", ChatID: "-100", TargetDID: grp}
+	var recs []model.Record
+	for i := range 70 {
+		r := newRec(fmt.Sprintf("did:test:fan-%02d", i), model.Inbox, m, base, withThread("group:"+grp), withTags("group:"+grp))
+		r.Route = &rt
+		recs = append(recs, r)
+	}
+	recs[66].SortKey = base - 1 // one unlike the rest, in the last run of four
+	res := mustApply(t, s, newPlan(m, base, recs...))
+	if len(res.Created) != len(recs) {
+		t.Fatalf("Apply created %d records, want %d", len(res.Created), len(recs))
+	}
+	for _, want := range recs {
+		want.Seq = 1
+		// Read as a log: what the store wrote, not what a driver may
+		// still hold in memory for GetRecord.
+		got, err := s.Sync(t.Context(), store.SyncParams{Owner: want.Owner, Box: model.Inbox, Limit: 10})
+		requireNoError(t, err, "Sync")
+		if len(got) != 1 {
+			t.Fatalf("%s's INBOX holds %d records, want 1", want.Owner, len(got))
+		}
+		requireRecord(t, got[0], want, "Sync("+want.Owner+")")
+	}
+}
