@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math/bits"
-	"slices"
 	"strings"
 
 	"github.com/msgcenter/msgcenter/model"
@@ -85,39 +84,6 @@ var (
 			updated_at_ms = excluded.updated_at_ms`}
 )
 
-// sharedSQL inserts a run of fresh records (bulkFresh) that differ only
-// in id, owner and seq, as a fan-out's do: the other ten values are bound
-// once per statement (?1–?10), not once per row, which took most of the
-// values and their copies out of a fan-out's binding.
-func sharedSQL(rows int) string {
-	var b strings.Builder
-	b.WriteString(`INSERT OR FAIL INTO records (box, msg_id, state, created_at_ms, updated_at_ms, sort_key,
-		thread_key, tags, route, msg_ref, record_id, owner, seq) VALUES `)
-	for i := range rows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		n := 11 + 3*i
-		fmt.Fprintf(&b, "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?%d, ?%d, ?%d)", n, n+1, n+2)
-	}
-	return b.String()
-}
-
-// sameButOwner reports whether recs differ only in id, owner and seq
-// (sharedSQL); a route is the same only as the same pointer.
-func sameButOwner(recs []newRecord) bool {
-	a := &recs[0]
-	for i := 1; i < len(recs); i++ {
-		r := &recs[i]
-		if r.BoxKind != a.BoxKind || r.MsgID != a.MsgID || r.State != a.State || r.CreatedAtMS != a.CreatedAtMS ||
-			r.UpdatedAtMS != a.UpdatedAtMS || r.SortKey != a.SortKey || r.ThreadKey != a.ThreadKey ||
-			r.Route != a.Route || r.msgRef != a.msgRef || !slices.Equal(r.Tags, a.Tags) {
-			return false
-		}
-	}
-	return true
-}
-
 func (k bulkKind) sql(rows int) string {
 	var b strings.Builder
 	b.WriteString(k.head)
@@ -133,7 +99,10 @@ func (k bulkKind) sql(rows int) string {
 
 // bulkStmts holds each kind prepared on the writer for every shape.
 type bulkStmts struct {
-	exists, seqs, records, fresh, shared, events, convs [bulkShapes]*sql.Stmt
+	exists, seqs, records, fresh, events, convs [bulkShapes]*sql.Stmt
+	// alikeRecords is for runs of records alike but for their owner
+	// (bulkshared.go)
+	alikeRecords [bulkShapes]*sql.Stmt
 }
 
 func (b *bulkStmts) prepare(ctx context.Context, w *sql.DB) error {
@@ -152,17 +121,18 @@ func (b *bulkStmts) prepare(ctx context.Context, w *sql.DB) error {
 		}
 	}
 	for i := range bulkShapes {
-		st, err := w.PrepareContext(ctx, sharedSQL(1<<i))
+		st, err := w.PrepareContext(ctx, alikeRecords.sql(1<<i))
 		if err != nil {
-			return fmt.Errorf("sqlite: prepare shared records insert: %w", err)
+			return fmt.Errorf("sqlite: prepare the insert of alike records: %w", err)
 		}
-		b.shared[i] = st
+		b.alikeRecords[i] = st
 	}
 	return nil
 }
 
 func (b *bulkStmts) close() {
-	for _, set := range []*[bulkShapes]*sql.Stmt{&b.exists, &b.seqs, &b.records, &b.fresh, &b.shared, &b.events, &b.convs} {
+	for _, set := range []*[bulkShapes]*sql.Stmt{&b.exists, &b.seqs, &b.records, &b.fresh, &b.events, &b.convs,
+		&b.alikeRecords} {
 		for _, st := range set {
 			if st != nil {
 				st.Close()
@@ -387,25 +357,8 @@ func (w *txWriter) writeRecords(ctx context.Context, recs []newRecord) error {
 		for i := lo; i < hi && fresh; i++ {
 			fresh = recs[i].Delivery == (model.Delivery{}) && recs[i].Lease == nil
 		}
-		if fresh && hi-lo > 1 && sameButOwner(recs[lo:hi]) {
-			a := &recs[lo]
-			tags, err := jsonText(len(a.Tags) > 0, a.Tags)
-			if err != nil {
-				return err
-			}
-			route, err := jsonText(a.Route != nil, a.Route)
-			if err != nil {
-				return err
-			}
-			args = append(args, string(a.BoxKind), a.MsgID, string(a.State), a.CreatedAtMS, a.UpdatedAtMS, a.SortKey,
-				a.ThreadKey, tags, route, a.msgRef)
-			for i := lo; i < hi; i++ {
-				args = append(args, recs[i].RecordID, recs[i].Owner, recs[i].Seq)
-			}
-			if _, err := w.tx.StmtContext(ctx, w.st.bulk.shared[shape]).ExecContext(ctx, args...); err != nil {
-				return fmt.Errorf("sqlite: insert records: %w", err)
-			}
-			return nil
+		if fresh && hi-lo > 1 && recordsAlike(recs[lo:hi]) {
+			return w.alikeRecords(ctx, recs[lo:hi], shape, args)
 		}
 		for i := lo; i < hi; i++ {
 			rec := &recs[i]

@@ -130,5 +130,15 @@ func testApplyFanOutFields(t *testing.T, s store.Store) {
 			t.Fatalf("%s's INBOX holds %d records, want 1", want.Owner, len(got))
 		}
 		requireRecord(t, got[0], want, "Sync("+want.Owner+")")
+		evs := eventsOf(allEvents(t, s, want.Owner), model.EventRecordCreated, want.RecordID)
+		if len(evs) != 1 || evs[0].MsgID != m || evs[0].BoxKind != model.Inbox || evs[0].ToState != want.State || evs[0].AtMS != base {
+			t.Fatalf("%s's record.created events = %s; want one for %s", want.Owner, dump(evs), want.RecordID)
+		}
+		cs, err := s.ListConversations(t.Context(), store.ConversationQuery{Owner: want.Owner, Limit: 10})
+		requireNoError(t, err, "ListConversations")
+		if len(cs) != 1 || cs[0].ThreadKey != "group:"+grp || cs[0].LastRecordID != want.RecordID || cs[0].LastMsgID != m ||
+			cs[0].LastSeq != 1 || cs[0].UnreadCount != 1 || cs[0].LastBox != model.Inbox {
+			t.Fatalf("%s's conversations = %s; want its group's, at %s, one unread", want.Owner, dump(cs), want.RecordID)
+		}
 	}
 }
