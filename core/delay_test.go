@@ -527,3 +527,33 @@ func TestDeliverAtRepeatAfterItsTime(t *testing.T) {
 		}
 	}
 }
+
+// The same when every recipient blocks the sender by the time of the
+// repeat: it is still the delayed send's repeat, not a blocked new send.
+func TestDeliverAtRepeatAfterABlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := newClock()
+	s := newService(t, clk)
+	at := clk.Now().Add(time.Minute).UnixMilli()
+	send := func() *wire.DispatchResult {
+		t.Helper()
+		res, err := s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: chat("did:s", []string{"did:r"}, "at noon"),
+			DeliverAtMS: &at, IdempotencyKey: "noon"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := send()
+	if fl, err := s.FlushScheduled(ctx, admin, &wire.FlushRequest{Recipient: "did:r"}); err != nil || fl.Flushed != 1 {
+		t.Fatalf("flush = %+v, %v", fl, err)
+	}
+	if _, err := s.Block(ctx, admin, "did:r", "did:s", true); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute)
+	if again := send(); again.ScheduledID != first.ScheduledID || again.ScheduledDeliveryTime != first.ScheduledDeliveryTime {
+		t.Fatalf("repeat after its time and a block = %+v; want the first answer's entry %d", again, first.ScheduledID)
+	}
+}

@@ -334,7 +334,13 @@ func (s *Service) schedule(ctx context.Context, c *checked, op string, ctxJSON [
 // apply writes a plan and wakes whoever waits on the boxes it touched.
 func (s *Service) apply(ctx context.Context, p *store.Plan) error {
 	if len(p.Records) == 0 && p.ConsumeSchedule == 0 && p.ConsumeMail == nil {
-		return nil
+		if p.Idem == nil {
+			return nil
+		}
+		// Every recipient blocked the sender: nothing to store but the
+		// key, which must still be checked (a repeat of a delayed send is
+		// answered with its entry, store.KeyScheduled) and bound.
+		p.MsgBody = nil
 	}
 	res, err := s.st.Apply(ctx, p)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/store/postgres"
 )
@@ -35,7 +37,7 @@ func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
 		r, err := s.PutReceipt(ctx, model.Receipt{MsgID: raceMsg, Iss: "did:agent:a", Reader: "did:agent:a", AtMS: 1000, Status: model.ReceiptReading}, 1000)
 		done <- res{r, err}
 	}()
-	waitForLockWait(t, s) // PutReceipt now waits on the uncommitted insert
+	waitForLockWait(t, tx) // PutReceipt now waits on the uncommitted insert
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func TestPutReceiptSameRacingFirstInsert(t *testing.T) {
 		r, err := s.PutReceipt(ctx, want, 2000)
 		done <- res{r, err}
 	}()
-	waitForLockWait(t, s) // PutReceipt now waits on the uncommitted insert
+	waitForLockWait(t, tx) // PutReceipt now waits on the uncommitted insert
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -94,15 +96,20 @@ func TestPutReceiptSameRacingFirstInsert(t *testing.T) {
 	}
 }
 
-// waitForLockWait returns once a session of s waits for a lock held by
-// another transaction: the race a test sets up is then really run.
-func waitForLockWait(t *testing.T, s *postgres.Store) {
+// waitForLockWait returns once a session waits for tx's transaction to
+// end: the race a test sets up (PutReceipt meeting tx's uncommitted
+// insert) is then really run. Another test's lock waits do not count.
+func waitForLockWait(t *testing.T, tx pgx.Tx) {
 	t.Helper()
+	var xid string
+	if err := tx.QueryRow(t.Context(), "SELECT pg_current_xact_id()::text").Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var n int
-		err := postgres.Pool(s).QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%receipts%'`).Scan(&n)
+		err := tx.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'transactionid' AND NOT granted AND transactionid::text = $1`, xid).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}

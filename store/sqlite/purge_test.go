@@ -265,7 +265,10 @@ func TestSeqTriggerInPlace(t *testing.T) {
 // the value might make the index usable (migration 0007). Nor on a
 // function call (GLOB, LIKE, …): one might fail, so SQLite gives every
 // multi-row insert into records a statement journal (migration 0014). An
-// IN list or a BETWEEN of constants does neither.
+// IN list of several constants or a BETWEEN of constants does neither
+// (measured with sqlite3_stmt_status: a claim's box = ? re-prepared on
+// every run against box = 'X' and box IN ('X'), never against the GLOB or
+// the BETWEEN).
 func TestPartialIndexesNeedNoReplan(t *testing.T) {
 	s, _ := openTest(t)
 	rows, err := s.r.Query(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' AND sql LIKE '% WHERE %'`)
@@ -273,7 +276,9 @@ func TestPartialIndexesNeedNoReplan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	eq := regexp.MustCompile(`(?i)\bWHERE\b.*\b\w+\s*=\s*'`)
+	// an equality, also as == or as an IN list of one (SQLite reads it as
+	// an equality)
+	eq := regexp.MustCompile(`(?i)\bWHERE\b.*(\b\w+\s*==?\s*'|\bIN\s*\(\s*'[^',]*'\s*\))`)
 	call := regexp.MustCompile(`(?i)\b(GLOB|LIKE|REGEXP|MATCH)\b|\b(\w+)\s*\(`)
 	n := 0
 	for rows.Next() {
