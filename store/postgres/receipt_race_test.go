@@ -13,11 +13,14 @@ import (
 
 const raceMsg = "sha256:0000000000000000000000000000000000000000000000000000000000000abc"
 
-// A receipt older than one another transaction inserts (and commits) while
-// PutReceipt waits on it must return the stored (newer) receipt, not a zero
-// receipt.
-func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
-	s := openStore(t, newSchema(t))
+// stored is the receipt the racing transaction of raceFirstInsert stores.
+var stored = model.Receipt{MsgID: raceMsg, Iss: "did:agent:a", Reader: "did:agent:a", AtMS: 2000, Status: model.ReceiptReaded}
+
+// raceFirstInsert runs PutReceipt(r) while another transaction holds the
+// first receipt of its reader (stored) uncommitted, commits that one once
+// PutReceipt waits for it, and returns what PutReceipt answered.
+func raceFirstInsert(t *testing.T, s *postgres.Store, r model.Receipt) model.Receipt {
+	t.Helper()
 	ctx := t.Context()
 	tx, err := postgres.Pool(s).Begin(ctx)
 	if err != nil {
@@ -25,7 +28,7 @@ func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
 	}
 	defer tx.Rollback(context.Background())
 	if _, err := tx.Exec(ctx, `INSERT INTO receipts (msg_id, iss, reader, group_id, at_ms, status, reason)
-		VALUES ($1, 'did:agent:a', 'did:agent:a', '', 2000, 'READED', '')`, raceMsg); err != nil {
+		VALUES ($1, $2, $3, '', $4, $5, '')`, stored.MsgID, stored.Iss, stored.Reader, stored.AtMS, string(stored.Status)); err != nil {
 		t.Fatal(err)
 	}
 	type res struct {
@@ -34,8 +37,8 @@ func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
 	}
 	done := make(chan res, 1)
 	go func() {
-		r, err := s.PutReceipt(ctx, model.Receipt{MsgID: raceMsg, Iss: "did:agent:a", Reader: "did:agent:a", AtMS: 1000, Status: model.ReceiptReading}, 1000)
-		done <- res{r, err}
+		got, err := s.PutReceipt(ctx, r, r.AtMS)
+		done <- res{got, err}
 	}()
 	waitForLockWait(t, tx) // PutReceipt now waits on the uncommitted insert
 	if err := tx.Commit(ctx); err != nil {
@@ -45,8 +48,17 @@ func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	if got.r.MsgID != raceMsg || got.r.AtMS != 2000 || got.r.Status != model.ReceiptReaded {
-		t.Fatalf("PutReceipt of an older receipt returned %+v, want the stored READED at 2000", got.r)
+	return got.r
+}
+
+// A receipt older than one another transaction inserts (and commits) while
+// PutReceipt waits on it must return the stored (newer) receipt, not a zero
+// receipt.
+func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
+	s := openStore(t, newSchema(t))
+	got := raceFirstInsert(t, s, model.Receipt{MsgID: raceMsg, Iss: "did:agent:a", Reader: "did:agent:a", AtMS: 1000, Status: model.ReceiptReading})
+	if got != stored {
+		t.Fatalf("PutReceipt of an older receipt returned %+v, want the stored %+v", got, stored)
 	}
 }
 
@@ -56,39 +68,11 @@ func TestPutReceiptOlderRacingFirstInsert(t *testing.T) {
 // one; here the racing insert is bare and writes none).
 func TestPutReceiptSameRacingFirstInsert(t *testing.T) {
 	s := openStore(t, newSchema(t))
-	ctx := t.Context()
-	tx, err := postgres.Pool(s).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, `INSERT INTO receipts (msg_id, iss, reader, group_id, at_ms, status, reason)
-		VALUES ($1, 'did:agent:a', 'did:agent:a', '', 2000, 'READED', '')`, raceMsg); err != nil {
-		t.Fatal(err)
-	}
-	want := model.Receipt{MsgID: raceMsg, Iss: "did:agent:a", Reader: "did:agent:a", AtMS: 2000, Status: model.ReceiptReaded}
-	type res struct {
-		r   model.Receipt
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		r, err := s.PutReceipt(ctx, want, 2000)
-		done <- res{r, err}
-	}()
-	waitForLockWait(t, tx) // PutReceipt now waits on the uncommitted insert
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got := <-done
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
-	if got.r != want {
-		t.Fatalf("PutReceipt of the same receipt returned %+v, want %+v", got.r, want)
+	if got := raceFirstInsert(t, s, stored); got != stored {
+		t.Fatalf("PutReceipt of the same receipt returned %+v, want %+v", got, stored)
 	}
 	var n int
-	if err := postgres.Pool(s).QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", model.EventReceiptSet).Scan(&n); err != nil {
+	if err := postgres.Pool(s).QueryRow(t.Context(), "SELECT count(*) FROM events WHERE type = $1", model.EventReceiptSet).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {

@@ -362,11 +362,7 @@ func (w *txWriter) writeRecords(ctx context.Context, recs []newRecord) error {
 		}
 		for i := lo; i < hi; i++ {
 			rec := &recs[i]
-			tags, err := jsonText(len(rec.Tags) > 0, rec.Tags)
-			if err != nil {
-				return err
-			}
-			route, err := jsonText(rec.Route != nil, rec.Route)
+			tags, route, err := tagsAndRoute(&rec.Record)
 			if err != nil {
 				return err
 			}

@@ -70,11 +70,7 @@ func recordsAlike(recs []newRecord) bool {
 
 func (w *txWriter) alikeRecords(ctx context.Context, recs []newRecord, shape int, args []any) error {
 	a := &recs[0]
-	tags, err := jsonText(len(a.Tags) > 0, a.Tags)
-	if err != nil {
-		return err
-	}
-	route, err := jsonText(a.Route != nil, a.Route)
+	tags, route, err := tagsAndRoute(&a.Record)
 	if err != nil {
 		return err
 	}

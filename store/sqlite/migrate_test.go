@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -200,20 +201,7 @@ func TestMigrationKeepsCountersAheadOfRecords(t *testing.T) {
 // post_send's source, else its from; a dispatch's ingress tunnel; nobody
 // when neither is there.
 func TestMigrationNamesScheduledSenders(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v8.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:8] {
-		if _, err := db.Exec(m.SQL); err != nil {
-			t.Fatalf("%s: %v", m.Name, err)
-		}
-	}
+	db, path := dbAtVersion(t, 8)
 	for i, e := range storetest.ScheduledSenderCases {
 		m := storetest.ScheduledSenderMsgID(e.Name)
 		var ctx any
@@ -228,36 +216,13 @@ func TestMigrationNamesScheduledSenders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Exec(`PRAGMA user_version = 8`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-
-	s, err := Open(context.Background(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	storetest.RequireScheduledSenders(t, s)
+	storetest.RequireScheduledSenders(t, openAtVersion(t, db, path, 8))
 }
 
 // Migration 0013 clears the last record of the conversations whose record
 // retention deleted before it cleared them itself.
 func TestMigrationForgetsGoneRecordsInConversations(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v12.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:12] {
-		if _, err := db.Exec(m.SQL); err != nil {
-			t.Fatalf("%s: %v", m.Name, err)
-		}
-	}
+	db, path := dbAtVersion(t, 12)
 	for _, c := range storetest.GoneRecordCases {
 		m, rec := storetest.GoneRecordMsgID(c.Name), storetest.GoneRecordID(c.Owner, c.Name)
 		if c.Stored {
@@ -277,15 +242,43 @@ func TestMigrationForgetsGoneRecordsInConversations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Exec(`PRAGMA user_version = 12`); err != nil {
+	storetest.RequireGoneRecordsForgotten(t, openAtVersion(t, db, path, 12))
+}
+
+// dbAtVersion creates a database with the first n migrations applied, as
+// a server of that time left it, for the test to fill before
+// openAtVersion.
+func dbAtVersion(t *testing.T, n int) (*sql.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", n))
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:n] {
+		if _, err := db.Exec(m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+	}
+	return db, path
+}
+
+// openAtVersion marks db as at version n, closes it and opens it as a
+// Store, which applies the later migrations.
+func openAtVersion(t *testing.T, db *sql.DB, path string, n int) *Store {
+	t.Helper()
+	if _, err := db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, n)); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
-
 	s, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	storetest.RequireGoneRecordsForgotten(t, s)
+	t.Cleanup(func() { s.Close() })
+	return s
 }

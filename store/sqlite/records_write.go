@@ -329,6 +329,16 @@ func jsonText(present bool, v any) (any, error) {
 	return string(b), nil
 }
 
+// tagsAndRoute are r's tags and route as their columns hold them: JSON
+// text, or NULL when r has none.
+func tagsAndRoute(r *model.Record) (tags, route any, err error) {
+	if tags, err = jsonText(len(r.Tags) > 0, r.Tags); err != nil {
+		return nil, nil, err
+	}
+	route, err = jsonText(r.Route != nil, r.Route)
+	return tags, route, err
+}
+
 // execN executes stmt and returns the number of rows it changed.
 func execN(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) {
 	res, err := stmt.ExecContext(ctx, args...)
