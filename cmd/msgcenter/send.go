@@ -278,14 +278,26 @@ func notOK(ok bool, reason string) error {
 	return fmt.Errorf("not delivered: %s", reason)
 }
 
+// scheduledIDText shows a delayed send's entry, with how to cancel it
+// while its time is to come. A repeat of the send (the same idempotency
+// key) is answered with the entry after its time too, when there is
+// nothing left to cancel.
+func scheduledIDText(id int64, at string, now time.Time) string {
+	if id == 0 {
+		return ""
+	}
+	if due, err := time.Parse(time.RFC3339Nano, at); err == nil && !due.After(now) {
+		return fmt.Sprintf("%d (its time has passed: delivered, unless it was cancelled)", id)
+	}
+	return fmt.Sprintf("%d (cancel with: msgcenter scheduled cancel %d)", id, id)
+}
+
 func printSendResult(w io.Writer, r *wire.PostSendResult) error {
 	k := newKV(w)
 	k.add("msg_id", r.MsgID)
 	k.add("outbox_record", r.OutboxRecordID)
 	k.add("scheduled_for", r.ScheduledDeliveryTime)
-	if r.ScheduledID != 0 {
-		k.add("scheduled_id", fmt.Sprintf("%d (cancel with: msgcenter scheduled cancel %d)", r.ScheduledID, r.ScheduledID))
-	}
+	k.add("scheduled_id", scheduledIDText(r.ScheduledID, r.ScheduledDeliveryTime, time.Now()))
 	k.add("local", strings.Join(r.LocalRecipients, ", "))
 	k.add("dropped", strings.Join(r.DroppedRecipients, ", "))
 	k.add("reason", r.Reason)
@@ -307,9 +319,7 @@ func printDispatchResult(w io.Writer, r *wire.DispatchResult) error {
 	k := newKV(w)
 	k.add("msg_id", r.MsgID)
 	k.add("scheduled_for", r.ScheduledDeliveryTime)
-	if r.ScheduledID != 0 {
-		k.add("scheduled_id", fmt.Sprintf("%d (cancel with: msgcenter scheduled cancel %d)", r.ScheduledID, r.ScheduledID))
-	}
+	k.add("scheduled_id", scheduledIDText(r.ScheduledID, r.ScheduledDeliveryTime, time.Now()))
 	k.add("delivered", strings.Join(r.DeliveredRecipients, ", "))
 	k.add("group", r.DeliveredGroup)
 	k.add("agents", strings.Join(r.DeliveredAgents, ", "))
