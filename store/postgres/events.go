@@ -80,11 +80,16 @@ func (h *eventHorizon) load() int64 {
 	return h.final
 }
 
-// LastEventID reads the events' sequence (0003_event_order.sql): at or
-// above every id handed out, committed or not, and never lowered.
+// sqlLastEventID reads the events' sequence (0003_event_order.sql): the
+// last id handed out, committed or not, and never lowered. Before setval
+// (..., false)'s value is handed out, last_value is the next id, not one
+// handed out.
+const sqlLastEventID = `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM events_event_id_seq`
+
+// LastEventID is at or above every event id handed out.
 func (s *Store) LastEventID(ctx context.Context) (int64, error) {
 	var id int64
-	err := s.pool.QueryRow(ctx, "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM events_event_id_seq").Scan(&id)
+	err := s.pool.QueryRow(ctx, sqlLastEventID).Scan(&id)
 	if err != nil {
 		return 0, fail("last event id", err)
 	}
@@ -234,19 +239,15 @@ func (s *Store) certify(ctx context.Context, deadline <-chan time.Time) (last in
 	// One batch is one implicit transaction whose statements run in order:
 	// the sequence is read before the lock table.
 	b := &pgx.Batch{}
-	var called bool
 	var writers []string
-	b.Queue(`SELECT last_value, is_called FROM events_event_id_seq`).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&last, &called)
+	b.Queue(sqlLastEventID).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&last)
 	})
 	b.Queue(sqlEventWriters).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&writers)
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, false, fail("list events: find the event writers", err)
-	}
-	if !called {
-		last-- // setval(..., false): last_value is the next id, not one handed out
 	}
 	if len(writers) == 0 {
 		return last, true, nil

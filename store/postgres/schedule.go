@@ -101,10 +101,10 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 // repeatedSchedule binds idem to e's message, or, when it is bound to it
 // already, answers the repeat with the entry the key made (id and due),
 // which is gone once it came due or was cancelled: nothing is scheduled
-// again. A key with no entry of its own (bound by an immediate send, or
-// before migration 0011) answers the message's pending entry, if any, and
-// zeros when there is none. A key retention deleted since the insert met
-// it binds nothing (see checkIdem): the send goes ahead.
+// again. A key with no entry of its own (bound by an immediate send,
+// before migration 0011, or deleted by retention since the insert met
+// it) answers the message's pending entry, if any, and zeros when there
+// is none.
 func repeatedSchedule(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, e *store.ScheduleEntry, id, due *int64) (bool, error) {
 	tag, err := tx.Exec(ctx, sqlInsertIdem, idem.Scope, idem.Key, e.MsgID, e.CreatedAtMS)
 	if err != nil {
@@ -113,18 +113,8 @@ func repeatedSchedule(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, e
 	if tag.RowsAffected() == 1 {
 		return false, nil
 	}
-	var bound string
-	err = tx.QueryRow(ctx, "SELECT msg_id, sched_id, due_at_ms FROM idempotency WHERE scope = $1 AND key = $2",
-		idem.Scope, idem.Key).Scan(&bound, id, due)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, fail("idempotency key", err)
-	case bound != e.MsgID:
-		return false, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
-	case *id != 0:
-		return true, nil
+	if *id, *due, err = boundIdem(ctx, tx, idem, e.MsgID); err != nil || *id != 0 {
+		return err == nil, err
 	}
 	err = tx.QueryRow(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = $1 AND msg_id = $2",
 		e.Op, e.MsgID).Scan(id, due)

@@ -22,7 +22,7 @@ func (s *Store) AddMailPart(ctx context.Context, p *store.MailPart, idem *store.
 				return fmt.Errorf("sqlite: idempotency key: %w", err)
 			}
 			if n == 0 {
-				if _, _, err := s.bindIdem(ctx, tx, idem, p.MsgID, p.NowMS); err != nil {
+				if _, _, _, err := s.bindIdem(ctx, tx, idem, p.MsgID, p.NowMS); err != nil {
 					return err // bound to another message
 				}
 				res.Duplicate = true

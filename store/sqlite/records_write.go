@@ -37,7 +37,7 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 // The records are left in s.deferred for the group's one insert.
 func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *store.ApplyResult) error {
 	if p.Idem != nil {
-		sched, due, err := s.bindIdem(ctx, tx, p.Idem, p.MsgID, p.NowMS)
+		sched, due, _, err := s.bindIdem(ctx, tx, p.Idem, p.MsgID, p.NowMS)
 		if err != nil {
 			return err
 		}
@@ -77,25 +77,25 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *sto
 	return nil
 }
 
-// bindIdem records that (scope, key) carries msgID, or fails with a
-// conflict when it carries another message. A key bound before by a
+// bindIdem records that (scope, key) carries msgID (fresh), or fails with
+// a conflict when it carries another message. A key bound before by a
 // delayed send returns the entry it made (sched, due; zeros otherwise).
-func (s *Store) bindIdem(ctx context.Context, tx *sql.Tx, idem *store.Idempotency, msgID string, nowMS int64) (sched, due int64, err error) {
+func (s *Store) bindIdem(ctx context.Context, tx *sql.Tx, idem *store.Idempotency, msgID string, nowMS int64) (sched, due int64, fresh bool, err error) {
 	n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, msgID, nowMS)
 	if err != nil {
-		return 0, 0, fmt.Errorf("sqlite: idempotency key: %w", err)
+		return 0, 0, false, fmt.Errorf("sqlite: idempotency key: %w", err)
 	}
 	if n == 1 {
-		return 0, 0, nil
+		return 0, 0, true, nil
 	}
 	var bound string
 	if err := tx.StmtContext(ctx, s.st.getIdem).QueryRowContext(ctx, idem.Scope, idem.Key).Scan(&bound, &sched, &due); err != nil {
-		return 0, 0, fmt.Errorf("sqlite: idempotency key: %w", err)
+		return 0, 0, false, fmt.Errorf("sqlite: idempotency key: %w", err)
 	}
 	if bound != msgID {
-		return 0, 0, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
+		return 0, 0, false, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
 	}
-	return sched, due, nil
+	return sched, due, false, nil
 }
 
 // putMessage stores a message unless it is stored already (ids are content

@@ -74,23 +74,12 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 // before migration 0012) answers the message's pending entry, if any, and
 // zeros when there is none.
 func (s *Store) repeatedSchedule(ctx context.Context, tx *sql.Tx, idem *store.Idempotency, e *store.ScheduleEntry, id, due *int64) (bool, error) {
-	n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, e.MsgID, e.CreatedAtMS)
-	if err != nil {
-		return false, fmt.Errorf("sqlite: idempotency key: %w", err)
+	sched, at, fresh, err := s.bindIdem(ctx, tx, idem, e.MsgID, e.CreatedAtMS)
+	if err != nil || fresh {
+		return false, err
 	}
-	if n == 1 {
-		return false, nil
-	}
-	var bound string
-	err = tx.QueryRowContext(ctx, "SELECT msg_id, sched_id, due_at_ms FROM idempotency WHERE scope = ? AND key = ?",
-		idem.Scope, idem.Key).Scan(&bound, id, due)
-	if err != nil {
-		return false, fmt.Errorf("sqlite: idempotency key: %w", err)
-	}
-	if bound != e.MsgID {
-		return false, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
-	}
-	if *id != 0 {
+	if sched != 0 {
+		*id, *due = sched, at
 		return true, nil
 	}
 	err = tx.QueryRowContext(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = ? AND msg_id = ?",
