@@ -172,11 +172,11 @@ func (s *Service) planDispatch(ctx context.Context, c *checked, ingress *model.R
 }
 
 // fanOut adds an INBOX record, tagged with the group, for every member
-// audience lists, except those in routed: the people a post_send reaches
-// through their own routes (planPostSend), which it returns with their
-// routes. A group that delivers to itself has no member records: its
-// subscribers read its GROUP_INBOX.
-func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *model.Route, now int64, delivered, dropped *[]string, routed bool) (map[string][]model.ContactRoute, error) {
+// audience lists. With routed, a member with routes gets none: fanOut
+// returns those members, in the audience's order, with their routes, for
+// planPostSend to reach them there. A group that delivers to itself has
+// no member records: its subscribers read its GROUP_INBOX.
+func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *model.Route, now int64, delivered, dropped *[]string, routed bool) ([]routedMember, error) {
 	if c.delivery == model.DeliverToGroup {
 		return nil, nil
 	}
@@ -190,16 +190,24 @@ func (s *Service) fanOut(ctx context.Context, c *checked, p *store.Plan, route *
 			return nil, err
 		}
 	}
+	var out []routedMember
 	p.Records = slices.Grow(p.Records, len(reach))
 	*delivered = slices.Grow(*delivered, len(reach))
 	for _, d := range reach {
-		if len(routes[d]) > 0 {
+		if rs := routes[d]; len(rs) > 0 {
+			out = append(out, routedMember{d, rs})
 			continue
 		}
 		p.Records = append(p.Records, c.newRecord(d, model.Inbox, "", route, now))
 		*delivered = append(*delivered, d)
 	}
-	return routes, nil
+	return out, nil
+}
+
+// routedMember is a group member reached through its own routes.
+type routedMember struct {
+	did    string
+	routes []model.ContactRoute
 }
 
 // audience lists the subscribers of c's group that a message reaches:
@@ -301,15 +309,15 @@ func (s *Service) planPostSend(ctx context.Context, c *checked, sc *wire.SendCtx
 		// direct send, routes win over an INBOX) would never read an INBOX
 		// record: it gets the message where it is, through its best route
 		// (all of them with all_routes), unless the group's own chat
-		// reaches it. send_ctx's
-		// tunnel_did is about the group's routes, not the members'.
+		// reaches it. send_ctx's tunnel_did is about the group's routes,
+		// not the members'.
 		routed, err := s.fanOut(ctx, c, p, nil, now, &res.LocalRecipients, &res.DroppedRecipients, !groupChat)
 		if err != nil {
 			return nil, nil, err
 		}
 		mine := &wire.SendCtx{AllRoutes: sc.AllRoutes}
-		for _, d := range routedOrder(routed) {
-			c.deliver(p, res, d, chooseRoutes(routed[d], mine), sc.Mode, now)
+		for _, m := range routed {
+			c.deliver(p, res, m.did, chooseRoutes(m.routes, mine), sc.Mode, now)
 		}
 	}
 	if len(res.Deliveries) == 0 && len(res.LocalRecipients) == 0 && len(res.DroppedRecipients) > 0 {
@@ -334,17 +342,6 @@ func (c *checked) deliver(p *store.Plan, res *wire.PostSendResult, target string
 		res.Deliveries = append(res.Deliveries, wire.Delivery{TunnelDID: cr.TunnelDID, RecordID: r.RecordID,
 			TargetDID: target, Mode: m, Priority: cr.Priority})
 	}
-}
-
-// routedOrder lists routed's members sorted, so that a plan and its
-// answer do not depend on map order.
-func routedOrder(routed map[string][]model.ContactRoute) []string {
-	out := make([]string, 0, len(routed))
-	for d := range routed {
-		out = append(out, d)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // sendTargets are the recipients a post_send of c routes: a group
