@@ -52,6 +52,9 @@ func duplicateKey(body []byte) (dup, twin string) {
 			stack = append(stack, frame{start: len(keys)})
 			expectKey = false
 		case '}', ']':
+			if len(stack) == 0 { // not one JSON value: nothing to report
+				return "", twin
+			}
 			keys = keys[:stack[len(stack)-1].start]
 			stack = stack[:len(stack)-1]
 			expectKey = false

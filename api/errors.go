@@ -140,7 +140,9 @@ func checkBody(body []byte, v any) error {
 		}
 		return err
 	}
-	if dec.More() {
+	// Not dec.More(): it answers false for a stray '}' or ']', which then
+	// reached duplicateKey as if the body were one JSON value.
+	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
 		return model.Invalid("", "unexpected data after the JSON object")
 	}
 	if err := checkText(body); err != nil {

@@ -22,6 +22,8 @@ func FuzzRequestBodies(f *testing.F) {
 	f.Add(7, []byte(`{"result":{"ok":false,"retryable":true,"retry_after_ms":1}}`))
 	f.Add(8, []byte(`{"new_state":"READED"}`))
 	f.Add(9, []byte(`{"recipient":"did:b"}`))
+	f.Add(8, []byte(`{}}`)) // a stray closer after the value once crashed duplicateKey
+	f.Add(5, []byte(`{"subscribers":[]}]`))
 	f.Fuzz(func(t *testing.T, which int, body []byte) {
 		targets := []struct{ method, path, token string }{
 			{"POST", "/v1/dispatch", env.admin},

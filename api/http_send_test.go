@@ -37,6 +37,8 @@ func sendBadCases(path, token, from string) []badCase {
 		c("not JSON", `hello`, bad, inv, ""),
 		c("JSON array", `[]`, bad, inv, "body"),
 		c("trailing data", `{"msg":`+msg+`} {}`, bad, inv, ""),
+		c("trailing brace", `{"msg":`+msg+`}}`, bad, inv, ""),
+		c("trailing bracket", `{"msg":`+msg+`} ]`, bad, inv, ""),
 		c("unknown field", `{"msg":`+msg+`,"bogus":1}`, bad, inv, "bogus"),
 		c("delay_ms wrong type", `{"msg":`+msg+`,"delay_ms":"soon"}`, bad, inv, "delay_ms"),
 		c("deliver_at_ms wrong type", `{"msg":`+msg+`,"deliver_at_ms":true}`, bad, inv, "deliver_at_ms"),

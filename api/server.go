@@ -6,8 +6,10 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -210,6 +212,7 @@ func (a *API) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		defer a.recoverPanic(sw, r, rt, start)
 		var who model.Identity
 		var err error
 		if !rt.public {
@@ -266,11 +269,41 @@ func withoutAccessToken(r *http.Request) (*http.Request, string) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	wrote  bool // anything sent: a panic can no longer be answered
 }
 
 func (s *statusWriter) WriteHeader(code int) {
-	s.status = code
+	s.status, s.wrote = code, true
 	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+// recoverPanic turns a handler's panic into a logged 500 with the JSON
+// error body, as any internal error is answered, instead of net/http's
+// dropped connection. An answer already under way (a stream) cannot be
+// turned into an error, so its connection is dropped (http.ErrAbortHandler,
+// which net/http does not log again).
+func (a *API) recoverPanic(sw *statusWriter, r *http.Request, rt route, start time.Time) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if p == http.ErrAbortHandler {
+		panic(p)
+	}
+	a.log.Error("request handler panicked", "method", r.Method, "path", r.URL.Path,
+		"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if sw.wrote {
+		panic(http.ErrAbortHandler)
+	}
+	writeJSON(sw, http.StatusInternalServerError, wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeInternal, Message: "internal error"}})
+	if a.metrics != nil {
+		a.metrics.observeRequest(rt.Method+" "+rt.Pattern, sw.status, time.Since(start))
+	}
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
