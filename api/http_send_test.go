@@ -246,6 +246,17 @@ func TestHTTPPostSend(t *testing.T) {
 			badCase{name: "send_ctx unknown field", method: "POST", path: "/v1/post_send", token: e.alice,
 				body:   `{"msg":` + strings.Replace(validMsg, "did:tg:u1", didAlice, 1) + `,"send_ctx":{"tunnel":"x"}}`,
 				status: 400, code: wire.CodeInvalid, field: "send_ctx.tunnel"},
+			// send_ctx.mode is stored on every TUNNEL_OUTBOX record the
+			// send makes, as a route's mode is.
+			badCase{name: "send_ctx.mode with a control character", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   `{"msg":` + strings.Replace(validMsg, "did:tg:u1", didAlice, 1) + `,"send_ctx":{"mode":"a\u0001b"}}`,
+				status: 400, code: wire.CodeInvalid, field: "send_ctx.mode"},
+			badCase{name: "send_ctx.mode too long", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   `{"msg":` + strings.Replace(validMsg, "did:tg:u1", didAlice, 1) + `,"send_ctx":{"mode":"` + strings.Repeat("m", 513) + `"}}`,
+				status: 400, code: wire.CodeInvalid, field: "send_ctx.mode"},
+			badCase{name: "send_ctx.tunnel_did not a DID", method: "POST", path: "/v1/post_send", token: e.alice,
+				body:   `{"msg":` + strings.Replace(validMsg, "did:tg:u1", didAlice, 1) + `,"send_ctx":{"tunnel_did":"a b"}}`,
+				status: 400, code: wire.CodeInvalid, field: "send_ctx.tunnel_did"},
 			badCase{name: "send_ctx.all_routes wrong type", method: "POST", path: "/v1/post_send", token: e.alice,
 				body:   `{"msg":` + strings.Replace(validMsg, "did:tg:u1", didAlice, 1) + `,"send_ctx":{"all_routes":"yes"}}`,
 				status: 400, code: wire.CodeInvalid, field: "send_ctx.all_routes"},

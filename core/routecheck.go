@@ -7,6 +7,7 @@ import (
 
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
+	"github.com/msgcenter/msgcenter/wire"
 )
 
 // Bounds on the platform-side parts of a route (an address, a chat id, …):
@@ -56,6 +57,19 @@ func checkRouteTexts(prefix, address, platform, chatID, accountID, mode string) 
 		}
 	}
 	return nil
+}
+
+// checkSendCtx checks a post_send's send_ctx: its mode is stored as the
+// route of every TUNNEL_OUTBOX record the send makes, as an ingress
+// context's is.
+func checkSendCtx(sc *wire.SendCtx) error {
+	if sc == nil {
+		return nil
+	}
+	if err := message.CheckDID("send_ctx.tunnel_did", sc.TunnelDID, false); err != nil {
+		return err
+	}
+	return checkRouteText("send_ctx.mode", sc.Mode)
 }
 
 // checkIngress checks a dispatch's ingress_ctx, which is stored as the

@@ -183,6 +183,9 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	if !isAdmin(who) && req.Msg.LogicalSender() != who.DID {
 		return nil, model.Forbidden(fmt.Sprintf("%s may post_send only as itself (msg.source if set, else msg.from)", who.DID))
 	}
+	if err := checkSendCtx(req.SendCtx); err != nil {
+		return nil, err
+	}
 	c, err := s.check(ctx, req.Msg)
 	if err != nil {
 		return nil, err
