@@ -100,6 +100,9 @@ func TestHTTPConsumerStreamAck(t *testing.T) {
 			{`{"type":"ack","seq":-1}`, "seq"},
 			{`{"type":"ack","seq":99}`, "seq"},
 			{`{"type":"ack","seq":4} {}`, ""},
+			{`{"type":"ack","seq":4}}`, ""},
+			{`{"type":"ack","seq":1,"seq":5}`, "seq"}, // not the last one silently
+			{`{"type":"ack","Seq":5,"seq":1}`, "seq"},
 		} {
 			writeWS(t, ctx, ws, c.frame)
 			f := readControl(t, ctx, ws)

@@ -1,9 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -298,14 +296,11 @@ func (a *API) clientFrame(ctx context.Context, src *source, typ websocket.Messag
 	if typ != websocket.MessageText {
 		return nil, model.Invalid("", `send text frames of JSON, e.g. {"type":"ack","seq":N}`)
 	}
+	// As strictly as a request body: {"seq":1,"seq":3} would otherwise
+	// take the last and move the cursor past what the client meant.
 	var f wire.StreamClientFrame
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, jsonError(err)
-	}
-	if dec.More() {
-		return nil, model.Invalid("", "unexpected data after the JSON object")
+	if err := checkBody(b, &f); err != nil {
+		return nil, err
 	}
 	switch {
 	case f.Type == "":
