@@ -105,15 +105,21 @@ func checkFilter(f *model.ConsumerFilter) error {
 	lists := []struct {
 		field string
 		vals  []string
-	}{{"filter.from", f.From}, {"filter.to", f.To}, {"filter.kind", f.Kind}, {"filter.topic", f.Topic},
-		{"filter.tags", f.Tags}, {"filter.mentions", f.Mentions}, {"filter.workspace", f.Workspace}}
+		dids  bool // matched against a message's DIDs: a value no DID can be matches nothing, for ever
+	}{{"filter.from", f.From, true}, {"filter.to", f.To, true}, {"filter.kind", f.Kind, false}, {"filter.topic", f.Topic, false},
+		{"filter.tags", f.Tags, false}, {"filter.mentions", f.Mentions, true}, {"filter.workspace", f.Workspace, true}}
 	for _, l := range lists {
 		if len(l.vals) > maxFilterValues {
 			return model.Invalid(l.field, fmt.Sprintf("at most %d values", maxFilterValues))
 		}
-		for _, v := range l.vals {
-			if v == "" || len(v) > message.MaxDIDBytes {
-				return model.Invalid(l.field, fmt.Sprintf("values must be 1 to %d bytes", message.MaxDIDBytes))
+		for i, v := range l.vals {
+			field := fmt.Sprintf("%s[%d]", l.field, i)
+			if l.dids {
+				if err := message.CheckDID(field, v, true); err != nil {
+					return err
+				}
+			} else if v == "" || len(v) > message.MaxDIDBytes {
+				return model.Invalid(field, fmt.Sprintf("values must be 1 to %d bytes", message.MaxDIDBytes))
 			}
 		}
 	}

@@ -293,7 +293,11 @@ func TestCreateConsumerRejectsBadInput(t *testing.T) {
 		{"after_seq beyond the box's end", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", AfterSeq: ptr(int64(1))}, "after_seq", model.ErrInvalid},
 		{"filter too long", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{From: long}}, "filter.from", model.ErrInvalid},
 		{"unknown kind", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{Kind: []string{"shout"}}}, "filter.kind", model.ErrInvalid},
-		{"empty filter value", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{Kind: []string{""}}}, "filter.kind", model.ErrInvalid},
+		{"empty filter value", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{Kind: []string{""}}}, "filter.kind[0]", model.ErrInvalid},
+		// A value no DID can be would match nothing, for ever.
+		{"filter.from not a DID", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{From: []string{"a b"}}}, "filter.from[0]", model.ErrInvalid},
+		{"filter.mentions not a DID", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{Mentions: []string{"did:ok", "did:x\u0001"}}}, "filter.mentions[1]", model.ErrInvalid},
+		{"filter.workspace empty", agent(bob), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX", Filter: model.ConsumerFilter{Workspace: []string{""}}}, "filter.workspace[0]", model.ErrInvalid},
 		{"another's inbox", agent(carol), wire.ConsumerRequest{Name: "c", SourceOwner: bob, SourceBox: "INBOX"}, "", model.ErrForbidden},
 		{"for another owner", agent(carol), wire.ConsumerRequest{Owner: bob, Name: "c", SourceOwner: carol, SourceBox: "INBOX"}, "", model.ErrForbidden},
 		{"owner with a space", admin, wire.ConsumerRequest{Owner: "did:x y", Name: "c", SourceOwner: bob, SourceBox: "INBOX"}, "owner", model.ErrInvalid},

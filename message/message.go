@@ -119,7 +119,8 @@ func Decode(data []byte) (*Message, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, model.Invalid("msg", "malformed message: "+err.Error())
 	}
-	if dec.More() {
+	// Not dec.More(), which answers false for a stray '}' or ']'.
+	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 {
 		return nil, model.Invalid("msg", "trailing data after message")
 	}
 	return &m, nil

@@ -67,6 +67,19 @@ func TestSameContentSameID(t *testing.T) {
 	if ida == idc {
 		t.Fatal("different content, same id")
 	}
+	// Content left out or null is the empty content: one message, one id.
+	var ids []string
+	for _, in := range []string{`{"from":"did:a","to":["did:b"]}`, `{"from":"did:a","to":["did:b"],"content":null}`, `{"from":"did:a","to":["did:b"],"content":{}}`} {
+		m, err := Decode([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := m.ID()
+		ids = append(ids, id)
+	}
+	if ids[0] != ids[1] || ids[1] != ids[2] {
+		t.Fatalf("content left out, null and {}: ids %v, want one", ids)
+	}
 }
 
 func TestValidate(t *testing.T) {
@@ -114,7 +127,7 @@ func TestValidate(t *testing.T) {
 
 func TestDecodeStrict(t *testing.T) {
 	t.Parallel()
-	for _, in := range []string{`{"from":"a","tto":["b"]}`, `{"from":1}`, `{"from":"a"} {}`, `[`, ``} {
+	for _, in := range []string{`{"from":"a","tto":["b"]}`, `{"from":1}`, `{"from":"a"} {}`, `{"from":"a"}}`, `{"from":"a"} ]`, `[`, ``} {
 		if _, err := Decode([]byte(in)); !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("Decode(%q) = %v, want invalid", in, err)
 		}
