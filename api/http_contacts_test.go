@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,6 +174,11 @@ func TestHTTPReadReceipts(t *testing.T) {
 			g("alice lists a group she is not in", e.alice, "group_id="+url.QueryEscape(didGroup2), 403, wire.CodeForbidden, ""),
 			g("carol lists a message she does not hold", e.carol, "msg_id="+url.QueryEscape(dm), 403, wire.CodeForbidden, ""),
 		})
+		// The largest at_ms is said to be ahead, not a negative duration.
+		d := wantErr(t, e.do(t, "POST", "/v1/read_receipts", e.alice, `{`+base+`,"at_ms":9223372036854775807}`), 400, inv, "at_ms")
+		if !strings.Contains(d.Message, "ms ahead") || strings.Contains(d.Message, "is -") {
+			t.Errorf("at_ms at the int64 limit: %q", d.Message)
+		}
 	})
 }
 

@@ -226,13 +226,30 @@ func TestStreamLastEventIDWins(t *testing.T) {
 		map[string]string{"Last-Event-ID": "7"})
 	checkRun(t, []wire.StreamFrame{s.nextFrame(t), s.nextFrame(t), s.nextFrame(t)}, 8, "m", 7)
 
-	_, resp, err := openSSE(ctx, e, boxPath(didAlice, model.Inbox, "stream"), e.alice, map[string]string{"Last-Event-ID": "x"})
+	// A cursor the header gave is refused under the header's name, not
+	// under a query parameter the client never sent.
+	for _, c := range []struct{ path, id string }{
+		{boxPath(didAlice, model.Inbox, "stream"), "x"},
+		{boxPath(didAlice, model.Inbox, "stream"), "-1"},
+		{boxPath(didAlice, model.Inbox, "stream") + "?after_seq=2", "9999"}, // past the box's end
+		{"/v1/events/stream", "-3"},
+		{"/v1/events/stream?owner=" + didAlice, "99999999"}, // past the log's end
+	} {
+		_, resp, err := openSSE(ctx, e, c.path, e.admin, map[string]string{"Last-Event-ID": c.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, "Last-Event-ID")
+	}
+	_, resp, err := openSSE(ctx, e, boxPath(didAlice, model.Inbox, "stream")+"?after_seq=9999", e.alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, "Last-Event-ID")
+	wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, "after_seq")
 }
 
 func resp2(r *http.Response, body []byte) resp {

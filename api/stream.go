@@ -107,22 +107,37 @@ func negotiate(r *http.Request) streamMode {
 
 // startCursor is the cursor to resume after: the Last-Event-ID header (an
 // EventSource reconnecting to the same URL sends it) wins over the query
-// parameter. given is false when the client sent neither.
-func startCursor(r *http.Request, param string) (after int64, given bool, err error) {
+// parameter. from names where it came from (param or the header), for
+// errors about it; "" when the client sent neither.
+func startCursor(r *http.Request, param string) (after int64, from string, err error) {
 	if after, err = queryInt(r, param); err != nil {
-		return 0, false, err
+		return 0, "", err
 	}
-	given = r.URL.Query().Get(param) != ""
-	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
+	if r.URL.Query().Get(param) != "" {
+		from = param
+	}
+	if v := strings.TrimSpace(r.Header.Get(lastEventID)); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return 0, false, model.Invalid("Last-Event-ID", "must be an integer, got "+strconv.Quote(v))
+			return 0, "", model.Invalid(lastEventID, "must be an integer, got "+strconv.Quote(v))
 		}
-		given = true
+		from = lastEventID
 	}
 	if after < 0 {
-		return 0, false, model.Invalid(param, "must not be negative")
+		return 0, "", model.Invalid(from, "must not be negative")
 	}
-	return after, given, nil
+	return after, from, nil
+}
+
+const lastEventID = "Last-Event-ID"
+
+// cursorErr names the header in an error the core found with a cursor
+// that came from it: the core knows it only as param.
+func cursorErr(err error, param, from string) error {
+	var me *model.Error
+	if from == lastEventID && errors.As(err, &me) && me.Field == param {
+		me.Field = lastEventID
+	}
+	return err
 }
 
 // boxStream is GET /v1/boxes/{owner}/{box}/stream. A durable consumer's
@@ -134,10 +149,11 @@ func (a *API) boxStream(w http.ResponseWriter, r *http.Request, who model.Identi
 	if err != nil {
 		return err
 	}
-	after, given, err := startCursor(r, "after_seq")
+	after, from, err := startCursor(r, "after_seq")
 	if err != nil {
 		return err
 	}
+	given := from != ""
 	name, isConsumer := box.ConsumerName()
 	if isConsumer {
 		cursor, _, err := a.svc.ConsumerCursor(r.Context(), who, owner, box)
@@ -187,12 +203,12 @@ func (a *API) boxStream(w http.ResponseWriter, r *http.Request, who model.Identi
 			return c.AckedSeq, nil
 		}
 	}
-	return a.serveStream(w, r, who, src, after)
+	return cursorErr(a.serveStream(w, r, who, src, after), "after_seq", from)
 }
 
 // eventStream is GET /v1/events/stream.
 func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Identity) error {
-	after, _, err := startCursor(r, "after")
+	after, from, err := startCursor(r, "after")
 	if err != nil {
 		return err
 	}
@@ -225,7 +241,7 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Iden
 		// event can be.
 		recheck: eventsRecheck,
 	}
-	return a.serveStream(w, r, who, src, after)
+	return cursorErr(a.serveStream(w, r, who, src, after), "after", from)
 }
 
 // marshalFrame encodes v as one line of JSON.

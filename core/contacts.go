@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -330,8 +331,12 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 	// A newer receipt wins over an older one, so one stamped far ahead
 	// would freeze the reader's status.
 	if at > now+maxReceiptSkew.Milliseconds() {
+		ahead := fmt.Sprintf("%d ms", at-now)
+		if at-now < math.MaxInt64/int64(time.Millisecond) { // else a Duration overflows
+			ahead = (time.Duration(at-now) * time.Millisecond).String()
+		}
 		return zero, model.Invalid("at_ms", fmt.Sprintf("is %s ahead of the server's clock; at most %s is allowed",
-			time.Duration(at-now)*time.Millisecond, maxReceiptSkew))
+			ahead, maxReceiptSkew))
 	}
 	return s.st.PutReceipt(ctx, model.Receipt{MsgID: req.MsgID, Iss: who.DID, Reader: req.ReaderDID,
 		GroupID: group, AtMS: at, Status: req.Status, Reason: req.Reason}, now)
