@@ -408,3 +408,57 @@ func TestStreamShutdownEndsStreams(t *testing.T) {
 		t.Errorf("streams took %s to end after Close", d)
 	}
 }
+
+// Revoking a token ends the streams opened with it, SSE and WebSocket, box
+// and events, before they carry anything written after the revocation.
+func TestStreamsEndWithTheirToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := ok[wire.TokenResult](t, e.do(t, "POST", "/v1/tokens", e.admin, wire.TokenRequest{DID: "did:dora", Role: model.RoleAgent}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	box := boxPath("did:dora", model.Inbox, "stream")
+	before := e.postSend(t, e.alice, chat(didAlice, []string{"did:dora"}, "before"))
+	sse := mustSSE(t, ctx, e, box, tok.Token, nil)
+	events := mustSSE(t, ctx, e, "/v1/events/stream?owner=did:dora", tok.Token, nil)
+	ws := dialWS(t, ctx, e, box, tok.Token, nil)
+	if f := sse.nextFrame(t); contentOf(t, f.Msg) != "before" {
+		t.Fatalf("SSE before the revocation: %s", f.Msg)
+	}
+	if f := readWSFrame(t, ctx, ws); contentOf(t, f.Msg) != "before" {
+		t.Fatalf("WebSocket before the revocation: %s", f.Msg)
+	}
+	for { // the events stream is at the first message's record
+		ev, err := events.next()
+		if err != nil {
+			t.Fatalf("events before the revocation: %v", err)
+		}
+		if ev.event == "" && strings.Contains(ev.data, before.MsgID) {
+			break
+		}
+	}
+	if r := e.do(t, "DELETE", "/v1/tokens/"+tok.TokenID, e.admin, nil); r.status != http.StatusNoContent {
+		t.Fatalf("revoke: %s", r)
+	}
+	e.postSend(t, e.alice, chat(didAlice, []string{"did:dora"}, "after SECRET"))
+
+	for name, s := range map[string]*sseStream{"box": sse, "events": events} {
+		for {
+			ev, err := s.next()
+			if err != nil {
+				t.Fatalf("%s SSE ended without an error event: %v", name, err)
+			}
+			if ev.comment != "" {
+				continue
+			}
+			if ev.event != "error" || !strings.Contains(ev.data, `"`+wire.CodeUnauthorized+`"`) {
+				t.Fatalf("%s SSE after the revocation: %+v, want the error event %s", name, ev, wire.CodeUnauthorized)
+			}
+			break
+		}
+	}
+	_, b, err := ws.Read(ctx)
+	if st := websocket.CloseStatus(err); st != websocket.StatusPolicyViolation || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("WebSocket after the revocation: frame %s, err %v (status %v); want it closed for the revoked token", b, err, st)
+	}
+}

@@ -225,6 +225,9 @@ func (a *API) wrap(rt route) http.Handler {
 				}
 			}
 			who, err = a.svc.Authenticate(r.Context(), token)
+			if rt.stream {
+				r = r.WithContext(context.WithValue(r.Context(), streamTokenKey{}, token))
+			}
 		}
 		if err == nil && !rt.AnyQuery {
 			err = checkQuery(r, rt.Query)

@@ -244,6 +244,41 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Iden
 	return cursorErr(a.serveStream(w, r, who, src, after), "after", from)
 }
 
+// streamTokenKey carries a stream's token from wrap to serveStream.
+type streamTokenKey struct{}
+
+// endWithToken makes src check, before every read and every ack, that the
+// token the stream was opened with is still valid: revoking a token ends
+// its open streams (a 401's error, as SSE's error event or the WebSocket's
+// close reason) before they carry anything written after the revocation.
+// Token lookups are cached until a token changes, so the check costs a
+// map read.
+func (a *API) endWithToken(r *http.Request, who model.Identity, src *source) {
+	token, _ := r.Context().Value(streamTokenKey{}).(string)
+	valid := func(ctx context.Context) error {
+		now, err := a.svc.Authenticate(ctx, token)
+		if err == nil && now != who {
+			err = &model.Error{Kind: model.ErrUnauthorized, Message: "the token now speaks for another identity"}
+		}
+		return err
+	}
+	fetch := src.fetch
+	src.fetch = func(ctx context.Context, after int64) ([]frame, error) {
+		if err := valid(ctx); err != nil {
+			return nil, err
+		}
+		return fetch(ctx, after)
+	}
+	if ack := src.ack; ack != nil {
+		src.ack = func(ctx context.Context, seq int64) (int64, error) {
+			if err := valid(ctx); err != nil {
+				return 0, err
+			}
+			return ack(ctx, seq)
+		}
+	}
+}
+
 // marshalFrame encodes v as one line of JSON.
 func marshalFrame(v any) ([]byte, error) {
 	return wire.Append(nil, v)
@@ -259,6 +294,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, who model.Iden
 			Message: "this is a stream: open it as a WebSocket (Upgrade: websocket) or as Server-Sent Events (Accept: text/event-stream)"}})
 		return nil
 	}
+	a.endWithToken(r, who, src)
 	changed := src.watch()
 	first, err := src.fetch(r.Context(), after)
 	if err != nil {

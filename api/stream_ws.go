@@ -280,7 +280,7 @@ func (a *API) readLoop(ctx context.Context, cancel context.CancelFunc, r *http.R
 		switch {
 		case err == nil:
 			s.answer(*f)
-		case errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrForbidden):
+		case errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrForbidden), errors.Is(err, model.ErrUnauthorized):
 			s.breakWith(&ackRefused{err})
 		case ctx.Err() != nil:
 			// The stream is ending; the ack may or may not have been taken.
