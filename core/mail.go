@@ -105,10 +105,13 @@ func (s *Service) aggregate(ctx context.Context, who model.Identity, req *wire.D
 	if who.Role != model.RoleTunnel && req.IngressCtx != nil && req.IngressCtx.TunnelDID != "" {
 		sender = req.IngressCtx.TunnelDID
 	}
-	// The recipients as a dispatch made now would have them: those who
-	// block its author are dropped now, and the rest make the burst.
+	// The burst is the recipients asked for: blocks are applied when the
+	// Mail is written (mailAudiences), so a recipient who blocks one author
+	// does not split the others' burst in two. The answer says who blocks
+	// the author now, and a part everyone blocks is refused as a dispatch
+	// would be.
 	recipients, err := s.mailRecipients(ctx, c, res)
-	if err != nil || len(recipients) == 0 {
+	if err != nil || !res.OK {
 		return res, err
 	}
 	ctxJSON, err := json.Marshal(req.IngressCtx)
@@ -140,9 +143,9 @@ func (s *Service) aggregate(ctx context.Context, who model.Identity, req *wire.D
 	return res, nil
 }
 
-// mailRecipients is who c's Mail goes to: its group, or its recipients
-// less those who block its author (listed in res as dropped; res says
-// "blocked" when that is all of them).
+// mailRecipients is who c's burst is for: its group, or its recipients.
+// Those who block its author now are listed in res as dropped, and res says
+// "blocked" when that is all of them.
 func (s *Service) mailRecipients(ctx context.Context, c *checked, res *wire.DispatchResult) ([]string, error) {
 	to := []string{c.msg.From}
 	if !c.isGroup {
@@ -152,18 +155,15 @@ func (s *Service) mailRecipients(ctx context.Context, c *checked, res *wire.Disp
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, 0, len(to))
 	for _, d := range to {
 		if blocked[d] {
 			res.DroppedRecipients = append(res.DroppedRecipients, d)
-			continue
 		}
-		out = append(out, d)
 	}
-	if len(out) == 0 {
+	if len(res.DroppedRecipients) == len(to) {
 		res.OK, res.Reason = false, "blocked"
 	}
-	return out, nil
+	return to, nil
 }
 
 // mailDuration reads a requested window or max wait in ms, or the default.

@@ -136,6 +136,48 @@ func TestMailBlocksAtFlush(t *testing.T) {
 	}
 }
 
+// A block already in force when a part comes does not split the burst: the
+// recipients asked for make it, and the blocks are those when the Mail is
+// written. Bob blocks ann from the start; carol gets one Mail of all three
+// parts, and bob one of cat's; dan's unblock before the flush gives him
+// everything.
+func TestMailBlockedAuthorKeepsOneBurst(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	const ann, cat = "did:tg:ann", "did:tg:cat"
+	const bob, carol, dan = "did:agent:bob", "did:agent:carol", "did:agent:dan"
+	for _, blocker := range []string{bob, dan} {
+		if _, err := s.Block(ctx, admin, blocker, ann, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	to := []string{bob, carol, dan}
+	first := aggDispatch(t, s, tunnel, chat(ann, to, "ann 1"), &wire.Aggregate{Key: "k"}, "")
+	if !slices.Equal(first.DroppedRecipients, []string{bob, dan}) {
+		t.Fatalf("ann's part answered dropped %v, want those who block her now", first.DroppedRecipients)
+	}
+	aggDispatch(t, s, tunnel, chat(cat, to, "cat 1"), &wire.Aggregate{Key: "k"}, "")
+	aggDispatch(t, s, tunnel, chat(ann, to, "ann 2"), &wire.Aggregate{Key: "k"}, "")
+	if p, err := s.PendingMail(ctx, admin, wire.PendingMailQuery{}); err != nil || len(p.Mail) != 1 || p.Mail[0].Parts != 3 {
+		t.Fatalf("pending: %+v, %v; want one burst of three parts", p, err)
+	}
+	if _, err := s.Block(ctx, admin, dan, ann, false); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	if n := flushDue(t, s, clk); n != 1 {
+		t.Fatalf("flushMail handled %d buckets, want one burst", n)
+	}
+	all := ann + ": ann 1\n" + cat + ": cat 1\n" + ann + ": ann 2"
+	for who, want := range map[string]string{carol: all, dan: all, bob: "cat 1"} {
+		if got := texts(syncAll(t, s, who, model.Inbox)); len(got) != 1 || got[0] != want {
+			t.Errorf("%s got %q, want %q", who, got, want)
+		}
+	}
+}
+
 // A key of blanks names no burst; a delay of 0 is no delay; a max wait
 // shorter than the server's window, with no window asked for, shortens
 // the window.

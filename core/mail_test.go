@@ -155,8 +155,9 @@ func TestMailSendersKeysAndMaxWait(t *testing.T) {
 	}
 }
 
-// Whoever blocks a part's author is left out of its burst, and a part
-// everyone blocks is refused as a dispatch would be: nothing is stored.
+// Whoever blocks a part's author is answered as dropped and gets none of
+// it, and a part everyone blocks is refused as a dispatch would be:
+// nothing is stored.
 func TestMailBlocked(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
