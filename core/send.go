@@ -159,12 +159,15 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 		o.sender = req.IngressCtx.TunnelDID
 	}
 	out, err := s.send(ctx, who, c, opDispatch, o,
-		func(now int64) (p *store.Plan, err error) {
+		func(now int64) (p *store.Plan, answer any, err error) {
 			p, res, err = s.planDispatch(ctx, c, req.IngressCtx, now)
-			return p, err
+			return p, res, err
 		})
 	if err != nil {
 		return nil, err
+	}
+	if out.repeat {
+		return firstAnswer(out.answer, res)
 	}
 	if !out.scheduled {
 		return res, nil
@@ -208,12 +211,15 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	}
 	var res *wire.PostSendResult
 	out, err := s.send(ctx, who, c, opPostSend, sendOpts{req.DelayMS, req.DeliverAtMS, req.IdempotencyKey, req.SendCtx, c.msg.LogicalSender()},
-		func(now int64) (p *store.Plan, err error) {
+		func(now int64) (p *store.Plan, answer any, err error) {
 			p, res, err = s.planPostSend(ctx, c, req.SendCtx, now, true)
-			return p, err
+			return p, res, err
 		})
 	if err != nil {
 		return nil, err
+	}
+	if out.repeat {
+		return firstAnswer(out.answer, res)
 	}
 	if !out.scheduled {
 		return res, nil
@@ -252,10 +258,28 @@ type sendOpts struct {
 }
 
 // sent is how send went: scheduled, with the entry's due time and id, or
-// planned and written now (the plan filled in the caller's result).
+// planned and written now (the plan filled in the caller's result), or a
+// repeat of a keyed send made now, which wrote nothing and is answered as
+// that send was (answer, its result as JSON).
 type sent struct {
 	scheduled bool
 	due, id   int64
+	repeat    bool
+	answer    []byte
+}
+
+// firstAnswer is the answer a repeat gets: the first send's, kept with its
+// key. A key bound before answers were kept has none; the repeat, which
+// wrote nothing either, is then answered from its own plan.
+func firstAnswer[T any](answer []byte, planned *T) (*T, error) {
+	if answer == nil {
+		return planned, nil
+	}
+	var first T
+	if err := json.Unmarshal(answer, &first); err != nil {
+		return nil, fmt.Errorf("decode the answer kept with an idempotency key: %w", err)
+	}
+	return &first, nil
 }
 
 // send is what dispatch and post_send share: schedule the message when it
@@ -263,7 +287,7 @@ type sent struct {
 // delayed send bound is a repeat of that one, made at or after its due
 // time (a deliver_at_ms no longer in the future): it is answered with the
 // entry, as a repeat before it is, and sends nothing (store.KeyScheduled).
-func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op string, o sendOpts, plan func(now int64) (*store.Plan, error)) (sent, error) {
+func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op string, o sendOpts, plan func(now int64) (p *store.Plan, answer any, err error)) (sent, error) {
 	now := s.nowMS()
 	due, delayed, err := s.dueTime(o.delayMS, o.deliverAtMS, now)
 	if err != nil {
@@ -276,16 +300,24 @@ func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op s
 			return sent{}, fmt.Errorf("encode %s context: %w", op, err)
 		}
 		due, id, err := s.schedule(ctx, c, op, ctxJSON, o.sender, due, now, idem)
-		return sent{true, due, id}, err
+		return sent{scheduled: true, due: due, id: id}, err
 	}
-	p, err := plan(now)
+	p, answer, err := plan(now)
 	if err != nil {
 		return sent{}, err
+	}
+	if idem != nil {
+		if idem.Answer, err = json.Marshal(answer); err != nil {
+			return sent{}, fmt.Errorf("encode the answer of %s: %w", op, err)
+		}
 	}
 	p.Idem = idem
 	err = s.apply(ctx, p)
 	if ks, ok := errors.AsType[*store.KeyScheduled](err); ok {
-		return sent{true, ks.DueAtMS, ks.ID}, nil
+		return sent{scheduled: true, due: ks.DueAtMS, id: ks.ID}, nil
+	}
+	if kr, ok := errors.AsType[*store.KeyRepeated](err); ok {
+		return sent{repeat: true, answer: kr.Answer}, nil
 	}
 	return sent{}, err
 }

@@ -27,7 +27,11 @@ type Store interface {
 	// set, the scheduled entry is deleted in the same transaction; if it is
 	// already gone the whole plan is rolled back with model.ErrConflict.
 	// If the idempotency key is already bound to another message, nothing is
-	// written and the error wraps model.ErrConflict.
+	// written and the error wraps model.ErrConflict. A key bound to the
+	// same message by a send made now makes the plan a repeat: nothing is
+	// written, and the error (KeyRepeated) carries the Answer the key was
+	// bound with; one bound by a delayed send, KeyScheduled, unless the
+	// plan consumes that send's entry.
 	Apply(ctx context.Context, p *Plan) (*ApplyResult, error)
 
 	// Schedule stores a message and an entry to be materialized at DueAtMS.
@@ -204,6 +208,9 @@ type ApplyResult struct {
 type Idempotency struct {
 	Scope string
 	Key   string
+	// Answer is what the caller answered the send that binds the key (its
+	// result as JSON), kept with the key for the repeats (KeyRepeated).
+	Answer []byte `json:",omitempty"`
 }
 
 // ScheduleEntry is a delayed dispatch or post_send.
@@ -244,6 +251,28 @@ func (k *KeyScheduled) Unwrap() error { return model.ErrConflict }
 func ScheduledByKey(key string, id, dueAtMS int64) *model.Error {
 	return &model.Error{Kind: &KeyScheduled{ID: id, DueAtMS: dueAtMS}, Field: "idempotency_key",
 		Message: fmt.Sprintf("idempotency key %q was used for a delayed send (scheduled entry %d): repeat it as it was sent", key, id)}
+}
+
+// KeyRepeated is the kind of the conflict Apply answers for a plan whose
+// idempotency key a send made now already bound to the same message: a
+// repeat, which writes nothing, however the recipients' routes, groups or
+// blocks changed since (planned again, it could reach other boxes). It
+// carries the first send's answer (nil for a key bound before answers
+// were kept).
+type KeyRepeated struct {
+	Answer []byte
+}
+
+func (k *KeyRepeated) Error() string { return "the idempotency key was used for this message already" }
+
+// Unwrap makes it a conflict wherever it is not answered as a repeat.
+func (k *KeyRepeated) Unwrap() error { return model.ErrConflict }
+
+// RepeatedKey is Apply's answer to a plan whose key a send made now bound
+// to the plan's message, with that send's answer (KeyRepeated).
+func RepeatedKey(key string, answer []byte) *model.Error {
+	return &model.Error{Kind: &KeyRepeated{Answer: answer}, Field: "idempotency_key",
+		Message: fmt.Sprintf("idempotency key %q was used for this message already: a repeat writes nothing", key)}
 }
 
 // ScheduleQuery selects pending entries: those of one sender, for one

@@ -27,9 +27,9 @@ var convBoxes = func() []string {
 }()
 
 const (
-	sqlInsertIdem = `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES ($1, $2, $3, $4)
+	sqlInsertIdem = `INSERT INTO idempotency (scope, key, msg_id, created_at_ms, answer) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (scope, key) DO NOTHING`
-	sqlGetIdem = `SELECT msg_id, sched_id, due_at_ms FROM idempotency WHERE scope = $1 AND key = $2`
+	sqlGetIdem = `SELECT msg_id, sched_id, due_at_ms, answer FROM idempotency WHERE scope = $1 AND key = $2`
 	// Ids are content hashes, so an existing body is the same body: only
 	// its ref_at_ms is refreshed. DO UPDATE rather than DO NOTHING because
 	// it locks the row until commit even when its WHERE skips the write, and
@@ -131,7 +131,7 @@ func (s *Store) queuePlan(p *store.Plan) (*queuedPlan, error) {
 	q := &queuedPlan{p: p, recs: slices.Clone(p.Records)}
 	b := &q.batch
 	if p.Idem != nil {
-		b.Queue(sqlInsertIdem, p.Idem.Scope, p.Idem.Key, p.MsgID, p.NowMS)
+		b.Queue(sqlInsertIdem, p.Idem.Scope, p.Idem.Key, p.MsgID, p.NowMS, p.Idem.Answer)
 	}
 	if len(p.MsgBody) > 0 {
 		b.Queue(sqlInsertMsg, p.MsgID, p.MsgBody, p.NowMS)
@@ -209,36 +209,52 @@ func (q *queuedPlan) read(br pgx.BatchResults) (res *store.ApplyResult, idemNew 
 // could be rolled back with a later plan of a group commit), and a repeat
 // of the same message still makes nothing new, its records being there.
 func checkIdem(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, msgID string) error {
-	_, _, err := boundIdem(ctx, tx, idem, msgID)
+	_, err := boundIdem(ctx, tx, idem, msgID)
 	return err
 }
 
 // checkPlanIdem is checkIdem for a plan: a key a delayed send bound is
 // that send's, and a plan that does not consume its entry is a repeat of
-// it (store.KeyScheduled).
+// it (store.KeyScheduled); a key a send made now bound makes the plan a
+// repeat of that send (store.KeyRepeated). Either way the caller undoes
+// what the plan's statements wrote.
 func checkPlanIdem(ctx context.Context, tx pgx.Tx, p *store.Plan) error {
-	sched, due, err := boundIdem(ctx, tx, p.Idem, p.MsgID)
-	if err == nil && sched != 0 && sched != p.ConsumeSchedule {
-		return store.ScheduledByKey(p.Idem.Key, sched, due)
+	k, err := boundIdem(ctx, tx, p.Idem, p.MsgID)
+	switch {
+	case err != nil:
+		return err
+	case k.sched != 0 && k.sched != p.ConsumeSchedule:
+		return store.ScheduledByKey(p.Idem.Key, k.sched, k.due)
+	case k.found && k.sched == 0 && p.ConsumeSchedule == 0 && p.ConsumeMail == nil:
+		return store.RepeatedKey(p.Idem.Key, k.answer)
 	}
-	return err
+	return nil
 }
 
-// boundIdem is checkIdem, returning the scheduled entry a delayed send
-// made under the key (zeros when none did).
-func boundIdem(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, msgID string) (sched, due int64, err error) {
+// boundKey is what boundIdem found under a key: nothing (retention took
+// it), or the entry a delayed send made under it (zeros for a send made
+// now) and the answer a send made now kept with it.
+type boundKey struct {
+	found      bool
+	sched, due int64
+	answer     []byte
+}
+
+// boundIdem is checkIdem, returning what the key holds.
+func boundIdem(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, msgID string) (boundKey, error) {
 	var bound string
-	err = tx.QueryRow(ctx, sqlGetIdem, idem.Scope, idem.Key).Scan(&bound, &sched, &due)
+	k := boundKey{found: true}
+	err := tx.QueryRow(ctx, sqlGetIdem, idem.Scope, idem.Key).Scan(&bound, &k.sched, &k.due, &k.answer)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, nil
+		return boundKey{}, nil
 	}
 	if err != nil {
-		return 0, 0, fail("idempotency key", err)
+		return boundKey{}, fail("idempotency key", err)
 	}
 	if bound != msgID {
-		return 0, 0, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
+		return boundKey{}, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
 	}
-	return sched, due, nil
+	return k, nil
 }
 
 type boxKey struct{ owner, box string }

@@ -106,14 +106,16 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 // it) answers the message's pending entry, if any, and zeros when there
 // is none.
 func repeatedSchedule(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, e *store.ScheduleEntry, id, due *int64) (bool, error) {
-	tag, err := tx.Exec(ctx, sqlInsertIdem, idem.Scope, idem.Key, e.MsgID, e.CreatedAtMS)
+	tag, err := tx.Exec(ctx, sqlInsertIdem, idem.Scope, idem.Key, e.MsgID, e.CreatedAtMS, nil)
 	if err != nil {
 		return false, fail("idempotency key", err)
 	}
 	if tag.RowsAffected() == 1 {
 		return false, nil
 	}
-	if *id, *due, err = boundIdem(ctx, tx, idem, e.MsgID); err != nil || *id != 0 {
+	k, err := boundIdem(ctx, tx, idem, e.MsgID)
+	if err != nil || k.sched != 0 {
+		*id, *due = k.sched, k.due
 		return err == nil, err
 	}
 	err = tx.QueryRow(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = $1 AND msg_id = $2",

@@ -186,11 +186,15 @@ func TestApplyLogReplaysAcknowledgedSends(t *testing.T) {
 	if a, b := snap(t, s2, all), snap(t, ref, all); !reflect.DeepEqual(a, b) {
 		t.Fatalf("after the crash and replay the store differs from one that never crashed")
 	}
-	// Replayed once only: sending everything again changes nothing.
+	// Replayed once only: sending everything again changes nothing (a
+	// keyed plan is a repeat of its key's send).
 	for i, p := range plans {
 		res, err := s2.Apply(ctx, p)
+		if _, repeat := errors.AsType[*store.KeyRepeated](err); repeat && p.Idem != nil {
+			continue
+		}
 		if err != nil || len(res.Created) != 0 {
-			t.Fatalf("plan %d again after replay: created %d, %v; want none", i, len(res.Created), err)
+			t.Fatalf("plan %d again after replay: %+v, %v; want nothing created", i, res, err)
 		}
 	}
 	if _, err := s2.Apply(ctx, clash); !errors.Is(err, model.ErrConflict) {

@@ -106,13 +106,13 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	}
 	var v int
 	s2.w.QueryRow("PRAGMA user_version").Scan(&v)
-	if v != 14 {
+	if v != 15 {
 		t.Fatalf("user_version = %d", v)
 	}
 	s2.w.Exec("PRAGMA user_version = 99")
 	s2.Close()
 	_, err = Open(ctx, path, Options{})
-	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 14)") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer than this msgcenter (knows 15)") {
 		t.Fatalf("newer schema: %v", err)
 	}
 	if _, err := Open(ctx, path, Options{Synchronous: "OFF"}); err == nil {
@@ -135,9 +135,12 @@ func TestApplyClaimUpdate(t *testing.T) {
 		len(res.Existing) != 1 || res.Existing[0] != r1.RecordID {
 		t.Fatalf("apply: %+v", res)
 	}
-	res, err = s.Apply(ctx, &store.Plan{MsgID: "m1", NowMS: 6, Idem: idem, Records: []model.Record{r2}})
-	if err != nil || len(res.Created) != 0 || len(res.Existing) != 1 {
-		t.Fatalf("re-apply: %+v %v", res, err)
+	r3 := rec("carol", model.Inbox, "m1", "t1", 30)
+	if _, err = s.Apply(ctx, &store.Plan{MsgID: "m1", NowMS: 6, Idem: idem, Records: []model.Record{r2, r3}}); !errors.As(err, new(*store.KeyRepeated)) {
+		t.Fatalf("re-apply: %v, want a repeat", err)
+	}
+	if _, err := s.GetRecord(ctx, r3.RecordID); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("a repeat wrote: %v", err)
 	}
 	_, err = s.Apply(ctx, &store.Plan{MsgID: "other", NowMS: 6, Idem: idem,
 		Records: []model.Record{rec("bob", model.Inbox, "other", "", 1)}})

@@ -17,12 +17,12 @@ func (s *Store) AddMailPart(ctx context.Context, p *store.MailPart, idem *store.
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res = store.MailPartResult{}
 		if idem != nil {
-			n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, p.MsgID, p.NowMS)
+			n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, p.MsgID, p.NowMS, nil)
 			if err != nil {
 				return fmt.Errorf("sqlite: idempotency key: %w", err)
 			}
 			if n == 0 {
-				if _, _, _, err := s.bindIdem(ctx, tx, idem, p.MsgID, p.NowMS); err != nil {
+				if _, err := s.bindIdem(ctx, tx, idem, p.MsgID, p.NowMS); err != nil {
 					return err // bound to another message
 				}
 				res.Duplicate = true

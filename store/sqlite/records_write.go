@@ -37,12 +37,14 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 // The records are left in s.deferred for the group's one insert.
 func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *store.ApplyResult) error {
 	if p.Idem != nil {
-		sched, due, _, err := s.bindIdem(ctx, tx, p.Idem, p.MsgID, p.NowMS)
-		if err != nil {
+		k, err := s.bindIdem(ctx, tx, p.Idem, p.MsgID, p.NowMS)
+		switch {
+		case err != nil:
 			return err
-		}
-		if sched != 0 && sched != p.ConsumeSchedule {
-			return store.ScheduledByKey(p.Idem.Key, sched, due)
+		case k.sched != 0 && k.sched != p.ConsumeSchedule:
+			return store.ScheduledByKey(p.Idem.Key, k.sched, k.due)
+		case !k.fresh && k.sched == 0 && p.ConsumeSchedule == 0 && p.ConsumeMail == nil:
+			return store.RepeatedKey(p.Idem.Key, k.answer)
 		}
 	}
 	var ref int64
@@ -77,25 +79,35 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *sto
 	return nil
 }
 
-// bindIdem records that (scope, key) carries msgID (fresh), or fails with
-// a conflict when it carries another message. A key bound before by a
-// delayed send returns the entry it made (sched, due; zeros otherwise).
-func (s *Store) bindIdem(ctx context.Context, tx *sql.Tx, idem *store.Idempotency, msgID string, nowMS int64) (sched, due int64, fresh bool, err error) {
-	n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, msgID, nowMS)
+// boundKey is what bindIdem found: a key it bound now (fresh), or the
+// entry a delayed send made under it (sched, due: zeros for a send made
+// now) and the answer a send made now kept with it.
+type boundKey struct {
+	fresh      bool
+	sched, due int64
+	answer     []byte
+}
+
+// bindIdem records that (scope, key) carries msgID (fresh), with
+// idem.Answer, or fails with a conflict if the key is already bound to
+// another message.
+func (s *Store) bindIdem(ctx context.Context, tx *sql.Tx, idem *store.Idempotency, msgID string, nowMS int64) (boundKey, error) {
+	n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, msgID, nowMS, idem.Answer)
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("sqlite: idempotency key: %w", err)
+		return boundKey{}, fmt.Errorf("sqlite: idempotency key: %w", err)
 	}
 	if n == 1 {
-		return 0, 0, true, nil
+		return boundKey{fresh: true}, nil
 	}
+	var k boundKey
 	var bound string
-	if err := tx.StmtContext(ctx, s.st.getIdem).QueryRowContext(ctx, idem.Scope, idem.Key).Scan(&bound, &sched, &due); err != nil {
-		return 0, 0, false, fmt.Errorf("sqlite: idempotency key: %w", err)
+	if err := tx.StmtContext(ctx, s.st.getIdem).QueryRowContext(ctx, idem.Scope, idem.Key).Scan(&bound, &k.sched, &k.due, &k.answer); err != nil {
+		return boundKey{}, fmt.Errorf("sqlite: idempotency key: %w", err)
 	}
 	if bound != msgID {
-		return 0, 0, false, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
+		return boundKey{}, model.Conflict("idempotency_key", fmt.Sprintf("idempotency key %q was already used for message %s", idem.Key, bound))
 	}
-	return sched, due, false, nil
+	return k, nil
 }
 
 // putMessage stores a message unless it is stored already (ids are content

@@ -74,12 +74,12 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 // before migration 0012) answers the message's pending entry, if any, and
 // zeros when there is none.
 func (s *Store) repeatedSchedule(ctx context.Context, tx *sql.Tx, idem *store.Idempotency, e *store.ScheduleEntry, id, due *int64) (bool, error) {
-	sched, at, fresh, err := s.bindIdem(ctx, tx, idem, e.MsgID, e.CreatedAtMS)
-	if err != nil || fresh {
+	k, err := s.bindIdem(ctx, tx, idem, e.MsgID, e.CreatedAtMS)
+	if err != nil || k.fresh {
 		return false, err
 	}
-	if sched != 0 {
-		*id, *due = sched, at
+	if k.sched != 0 {
+		*id, *due = k.sched, k.due
 		return true, nil
 	}
 	err = tx.QueryRowContext(ctx, "SELECT sched_id, due_at_ms FROM scheduled WHERE op = ? AND msg_id = ?",

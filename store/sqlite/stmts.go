@@ -78,9 +78,9 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		{&st.msgRefs, `SELECT msg_id, msg_ref FROM messages WHERE msg_id IN (SELECT value FROM json_each(?))`},
 		{&st.fileID, `INSERT INTO record_ids (record_id, rid) SELECT record_id, rid FROM records
 			WHERE msg_ref = ?1 AND record_id = ?2`},
-		{&st.insertIdem, `INSERT INTO idempotency (scope, key, msg_id, created_at_ms) VALUES (?, ?, ?, ?)
+		{&st.insertIdem, `INSERT INTO idempotency (scope, key, msg_id, created_at_ms, answer) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (scope, key) DO NOTHING`},
-		{&st.getIdem, `SELECT msg_id, sched_id, due_at_ms FROM idempotency WHERE scope = ? AND key = ?`},
+		{&st.getIdem, `SELECT msg_id, sched_id, due_at_ms, answer FROM idempotency WHERE scope = ? AND key = ?`},
 		{&st.insertEvent, `INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		// Clamped at zero so a count can never go negative, even if records

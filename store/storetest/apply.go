@@ -306,22 +306,38 @@ func testApplyEvents(t *testing.T, s store.Store) {
 func testApplyIdemConflict(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mA, mB, mC := msgID("idem-A"), msgID("idem-B"), msgID("idem-C")
-	key := store.Idempotency{Scope: alice + "/post_send", Key: "client-key-1"}
+	key := store.Idempotency{Scope: alice + "/post_send", Key: "client-key-1", Answer: []byte(`{"first":true}`)}
 
 	pa := newPlan(mA, base, newRec(alice, model.Outbox, mA, base), newRec(bob, model.Inbox, mA, base))
 	pa.Idem = &key
 	mustApply(t, s, pa)
-	res := mustApply(t, s, pa) // same key, same message: fine, nothing new
-	if len(res.Created) != 0 || len(res.Existing) != 2 {
-		t.Fatalf("repeat with same key: Created %d, Existing %d; want 0, 2", len(res.Created), len(res.Existing))
-	}
 	eventsBefore := allEvents(t, s, "")
+
+	// The same key and message again is a repeat: it writes nothing, even
+	// planned again to another box (the recipient's routes changed since),
+	// and carries the first send's answer, not its own.
+	again := newPlan(mA, base+5, newRec(alice, model.Outbox, mA, base+5), newRec(carol, model.Inbox, mA, base+5))
+	k1 := key
+	k1.Answer = []byte(`{"second":true}`)
+	again.Idem = &k1
+	_, err := s.Apply(ctx, again)
+	requireErrIs(t, err, model.ErrConflict, "Apply of a repeat")
+	if kr, ok := errors.AsType[*store.KeyRepeated](err); !ok || string(kr.Answer) != `{"first":true}` {
+		t.Fatalf("repeat answered %v; want KeyRepeated with the first answer", err)
+	}
+	requireNoRecord(t, s, again.Records[1].RecordID)
+	if after := allEvents(t, s, ""); len(after) != len(eventsBefore) {
+		t.Fatalf("a repeat appended %d events", len(after)-len(eventsBefore))
+	}
 
 	pb := newPlan(mB, base+1, newRec(alice, model.Outbox, mB, base+1), newRec(bob, model.Inbox, mB, base+1))
 	k2 := key
 	pb.Idem = &k2
-	_, err := s.Apply(ctx, pb)
+	_, err = s.Apply(ctx, pb)
 	requireErrIs(t, err, model.ErrConflict, "Apply(msg B) with a key bound to msg A")
+	if _, repeat := errors.AsType[*store.KeyRepeated](err); repeat {
+		t.Fatalf("another message under a bound key is a conflict, not a repeat: %v", err)
+	}
 	for _, r := range pb.Records {
 		requireNoRecord(t, s, r.RecordID)
 	}
@@ -340,6 +356,12 @@ func testApplyIdemConflict(t *testing.T, s store.Store) {
 	pc := newPlan(mC, base+2, newRec(carol, model.Outbox, mC, base+2))
 	pc.Idem = &store.Idempotency{Scope: carol + "/post_send", Key: key.Key}
 	requireCreatedSeqs(t, mustApply(t, s, pc), pc, 1)
+	// A key bound without an answer (as before answers were kept) makes a
+	// repeat all the same, with no answer.
+	_, err = s.Apply(ctx, pc)
+	if kr, ok := errors.AsType[*store.KeyRepeated](err); !ok || kr.Answer != nil {
+		t.Fatalf("repeat of a key without an answer: %v", err)
+	}
 }
 
 // ConsumeSchedule of an entry that does not exist rolls the whole plan back.
