@@ -45,6 +45,8 @@ func sendBadCases(path, token, from string) []badCase {
 		c("delay_ms and deliver_at_ms", `{"msg":`+msg+`,"delay_ms":1000,"deliver_at_ms":99999999999999}`, bad, inv, "delay_ms"),
 		c("delay_ms too long", `{"msg":`+msg+`,"delay_ms":999999999999999}`, bad, inv, "delay_ms"),
 		c("idempotency_key wrong type", `{"msg":`+msg+`,"idempotency_key":7}`, bad, inv, "idempotency_key"),
+		c("idempotency_key too long", `{"msg":`+msg+`,"idempotency_key":"`+strings.Repeat("k", 257)+`"}`, bad, inv, "idempotency_key"),
+		c("idempotency_key with a control character", `{"msg":`+msg+`,"idempotency_key":"a\u0007b"}`, bad, inv, "idempotency_key"),
 		c("missing msg", `{}`, bad, inv, "msg"),
 		c("msg null", `{"msg":null}`, bad, inv, "msg"),
 		c("msg wrong type", `{"msg":"hi"}`, bad, inv, "msg"),

@@ -59,6 +59,18 @@ func checkRouteTexts(prefix, address, platform, chatID, accountID, mode string) 
 	return nil
 }
 
+// maxIdemKey bounds an idempotency key: it is stored with every keyed send
+// for the keys' retention period, and echoed in conflicts.
+const maxIdemKey = 256
+
+// checkIdemKey checks a dispatch's or post_send's idempotency_key.
+func checkIdemKey(key string) error {
+	if len(key) > maxIdemKey {
+		return model.Invalid("idempotency_key", fmt.Sprintf("is %d bytes, at most %d allowed", len(key), maxIdemKey))
+	}
+	return checkRouteText("idempotency_key", key)
+}
+
 // checkSendCtx checks a post_send's send_ctx: its mode is stored as the
 // route of every TUNNEL_OUTBOX record the send makes, as an ingress
 // context's is.

@@ -140,6 +140,9 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if err := checkIngress(who, req.IngressCtx); err != nil {
 		return nil, err
 	}
+	if err := checkIdemKey(req.IdempotencyKey); err != nil {
+		return nil, err
+	}
 	c, err := s.check(ctx, req.Msg)
 	if err != nil {
 		return nil, err
@@ -187,6 +190,9 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 		return nil, model.Forbidden(fmt.Sprintf("%s may post_send only as itself (msg.source if set, else msg.from)", who.DID))
 	}
 	if err := checkSendCtx(req.SendCtx); err != nil {
+		return nil, err
+	}
+	if err := checkIdemKey(req.IdempotencyKey); err != nil {
 		return nil, err
 	}
 	c, err := s.check(ctx, req.Msg)
