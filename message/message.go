@@ -152,6 +152,11 @@ func (m *Message) Validate(maxBytes int, fromIsGroup bool) ([]byte, error) {
 	if err := CheckDID("msg.workspace", m.Workspace, false); err != nil {
 		return nil, err
 	}
+	if m.Thread != nil {
+		if err := checkTopic(m.Thread.Topic); err != nil {
+			return nil, err
+		}
+	}
 	if m.Kind != "" && !knownKind(m.Kind) {
 		return nil, model.Invalid("msg.kind", fmt.Sprintf("unknown kind %q (want one of %s)", m.Kind, strings.Join(Kinds, ", ")))
 	}
@@ -176,6 +181,22 @@ func (m *Message) Validate(maxBytes int, fromIsGroup bool) ([]byte, error) {
 			Message: fmt.Sprintf("message is %d bytes, the limit is %d", len(c), maxBytes)}
 	}
 	return c, nil
+}
+
+// MaxTopicBytes bounds thread.topic: it is part of the thread key stored
+// with every record of the message and keyed in its readers' conversations.
+const MaxTopicBytes = 512
+
+func checkTopic(t string) error {
+	if len(t) > MaxTopicBytes {
+		return model.Invalid("msg.thread.topic", fmt.Sprintf("is %d bytes, at most %d allowed", len(t), MaxTopicBytes))
+	}
+	for _, r := range t {
+		if unicode.IsControl(r) {
+			return model.Invalid("msg.thread.topic", "must not contain control characters")
+		}
+	}
+	return nil
 }
 
 func knownKind(k string) bool {
