@@ -25,8 +25,8 @@ var sqlSchedule = `WITH s AS (
 		SELECT s.sched_id, u.ord - 1, u.did
 		FROM s, unnest($6::text[]) WITH ORDINALITY AS u(did, ord)
 	), e AS (
-		INSERT INTO events (type, msg_id, at_ms, detail)
-		SELECT '` + model.EventMsgScheduled + `', $2, $5, 'id=' || s.sched_id || ' due_at_ms=' || $4::bigint FROM s
+		INSERT INTO events (type, owner, msg_id, at_ms, detail)
+		SELECT '` + model.EventMsgScheduled + `', $7, $2, $5, 'id=' || s.sched_id || ' due_at_ms=' || $4::bigint FROM s
 	)
 	SELECT sched_id FROM s`
 
@@ -240,10 +240,10 @@ func (s *Store) GetScheduled(ctx context.Context, id int64) (store.ScheduleEntry
 
 // sqlCancelSched removes an entry and its recipients and appends the event,
 // all only if the entry is still there, and returns its message's id.
-var sqlCancelSched = `WITH d AS (DELETE FROM scheduled WHERE sched_id = $1 RETURNING sched_id, msg_id),
+var sqlCancelSched = `WITH d AS (DELETE FROM scheduled WHERE sched_id = $1 RETURNING sched_id, msg_id, sender),
 		r AS (DELETE FROM scheduled_recipients WHERE sched_id IN (SELECT sched_id FROM d)),
-		e AS (INSERT INTO events (type, msg_id, at_ms, detail)
-			SELECT $3::text, d.msg_id, $2, $4::text FROM d)
+		e AS (INSERT INTO events (type, owner, msg_id, at_ms, detail)
+			SELECT $3::text, d.sender, d.msg_id, $2, $4::text FROM d)
 	SELECT msg_id FROM d`
 
 // CancelScheduled removes a pending entry, its recipients and its body

@@ -53,8 +53,10 @@ func (s *Store) Schedule(ctx context.Context, e *store.ScheduleEntry, idem *stor
 		if err := insertRecipients(ctx, tx, id, e.Recipients); err != nil {
 			return err
 		}
+		// The sender's event: it may list and cancel the entry (its events
+		// are its own log).
 		_, err = tx.StmtContext(ctx, s.st.insertEvent).ExecContext(ctx, model.EventMsgScheduled,
-			"", "", "", e.MsgID, "", "", e.CreatedAtMS, fmt.Sprintf("id=%d due_at_ms=%d", id, e.DueAtMS))
+			e.Sender, "", "", e.MsgID, "", "", e.CreatedAtMS, fmt.Sprintf("id=%d due_at_ms=%d", id, e.DueAtMS))
 		if err != nil {
 			return fmt.Errorf("sqlite: append event: %w", err)
 		}
@@ -282,8 +284,8 @@ func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64, dropped st
 		}
 	}()
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var msgID string
-		err := tx.QueryRowContext(ctx, "DELETE FROM scheduled WHERE sched_id = ? RETURNING msg_id", id).Scan(&msgID)
+		var msgID, sender string
+		err := tx.QueryRowContext(ctx, "DELETE FROM scheduled WHERE sched_id = ? RETURNING msg_id, sender", id).Scan(&msgID, &sender)
 		if errors.Is(err, sql.ErrNoRows) {
 			return model.NotFound("scheduled entry")
 		}
@@ -304,7 +306,7 @@ func (s *Store) CancelScheduled(ctx context.Context, id, nowMS int64, dropped st
 			s.bodies.ForgetAll()
 		}
 		_, err = tx.StmtContext(ctx, s.st.insertEvent).ExecContext(ctx, typ,
-			"", "", "", msgID, "", "", nowMS, detail)
+			sender, "", "", msgID, "", "", nowMS, detail)
 		if err != nil {
 			return fmt.Errorf("sqlite: append event: %w", err)
 		}

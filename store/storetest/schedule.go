@@ -123,8 +123,8 @@ func testScheduleBasics(t *testing.T, s store.Store) {
 			sched = append(sched, ev)
 		}
 	}
-	if len(sched) != 1 {
-		t.Fatalf("message.scheduled events for the message: %s, want one (all events: %s)", dump(sched), dump(evs))
+	if len(sched) != 1 || sched[0].Owner != e.Sender {
+		t.Fatalf("message.scheduled events for the message: %s, want one, the sender's (all events: %s)", dump(sched), dump(evs))
 	}
 	if len(eventsOf(evs, model.EventRecordCreated, "")) != 0 {
 		t.Fatal("Schedule created records")
@@ -462,7 +462,7 @@ func testScheduleCancel(t *testing.T, s store.Store) {
 	requireBody(t, s, e.MsgID, false, "the cancelled message")
 	requireBody(t, s, keep.MsgID, true, "the entry kept")
 	evs := eventsOf(allEvents(t, s, ""), model.EventMsgCancelled, "")
-	if len(evs) != 1 || evs[0].MsgID != e.MsgID || evs[0].AtMS != base+500 || evs[0].Detail != fmt.Sprintf("id=%d", e.ID) {
+	if len(evs) != 1 || evs[0].MsgID != e.MsgID || evs[0].AtMS != base+500 || evs[0].Detail != fmt.Sprintf("id=%d", e.ID) || evs[0].Owner != e.Sender {
 		t.Fatalf("cancel events = %s; want one for %s at %d", dump(evs), short(e.MsgID), base+500)
 	}
 
@@ -471,7 +471,7 @@ func testScheduleCancel(t *testing.T, s store.Store) {
 	requireListed(t, s, store.ScheduleQuery{Limit: 10}, nil, 0)
 	requireBody(t, s, keep.MsgID, false, "the dropped message")
 	evs = eventsOf(allEvents(t, s, ""), model.EventMsgDropped, "")
-	if len(evs) != 1 || evs[0].MsgID != keep.MsgID || evs[0].AtMS != base+700 || evs[0].Detail != fmt.Sprintf("id=%d: its author left", keep.ID) {
+	if len(evs) != 1 || evs[0].MsgID != keep.MsgID || evs[0].AtMS != base+700 || evs[0].Detail != fmt.Sprintf("id=%d: its author left", keep.ID) || evs[0].Owner != keep.Sender {
 		t.Fatalf("drop events = %s; want one for %s with its reason", dump(evs), short(keep.MsgID))
 	}
 	if n := len(eventsOf(allEvents(t, s, ""), model.EventMsgCancelled, "")); n != 1 {
