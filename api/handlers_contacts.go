@@ -64,6 +64,18 @@ func (a *API) setSubscribers(w http.ResponseWriter, r *http.Request, who model.I
 	return nil
 }
 
+func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	group, err := pathDID(r, "group")
+	if err != nil {
+		return err
+	}
+	if err := a.svc.DeleteGroup(r.Context(), who, group); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func (a *API) getSubscribers(w http.ResponseWriter, r *http.Request, who model.Identity) error {
 	group, err := pathDID(r, "group")
 	if err != nil {

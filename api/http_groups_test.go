@@ -60,7 +60,29 @@ func TestHTTPGroupSubscribers(t *testing.T) {
 			c("group too long", "GET", "/v1/groups/did:"+longDID()+"/subscribers", e.admin, nil, 400, inv, "group"),
 			c("agent sets a group", "PUT", path, e.alice, `{"subscribers":["did:alice"]}`, 403, wire.CodeForbidden, ""),
 			c("non-member reads", "GET", "/v1/groups/"+esc(didGroup2)+"/subscribers", e.alice, nil, 403, wire.CodeForbidden, ""),
+			c("agent deletes a group", "DELETE", "/v1/groups/"+esc(didGroup), e.alice, nil, 403, wire.CodeForbidden, ""),
+			c("delete a DID that is no group", "DELETE", "/v1/groups/"+esc(didCarol), e.admin, nil, 404, wire.CodeNotFound, ""),
+			c("delete a group with a space", "DELETE", "/v1/groups/did%20g", e.admin, nil, 400, inv, "group"),
 		})
+	})
+
+	// Deleting a group undoes making it one: its subscribers go, and a
+	// message to the DID lands in its own INBOX again.
+	t.Run("delete", func(t *testing.T) {
+		m := chat(didAlice, []string{didGroup2}, "to the DID")
+		wantErr(t, e.do(t, "POST", "/v1/post_send", e.alice, &wire.PostSendRequest{Msg: m}), 400, wire.CodeInvalid, "msg.to[0]")
+		if r := e.do(t, "DELETE", "/v1/groups/"+esc(didGroup2), e.admin, nil); r.status != 204 {
+			t.Fatalf("delete: %s", r)
+		}
+		wantErr(t, e.do(t, "GET", "/v1/groups/"+esc(didGroup2)+"/subscribers", e.admin, nil), 404, wire.CodeNotFound, "")
+		wantErr(t, e.do(t, "DELETE", "/v1/groups/"+esc(didGroup2), e.admin, nil), 404, wire.CodeNotFound, "")
+		if res := e.postSend(t, e.alice, m); len(res.LocalRecipients) != 1 || res.LocalRecipients[0] != didGroup2 {
+			t.Fatalf("post_send to the former group: %+v", res)
+		}
+		evs := e.allEvents(t, e.admin, didGroup2)
+		if last := evs[len(evs)-1]; evs[len(evs)-2].Type != model.EventGroupDeleted || last.Type != model.EventRecordCreated {
+			t.Fatalf("the former group's events end %+v, %+v; want group.deleted, then its record", evs[len(evs)-2], last)
+		}
 	})
 }
 

@@ -177,6 +177,7 @@ func (a *API) routes() []route {
 		r("GET", "/v1/read_receipts", a.listReceipts, "msg_id", "group_id", "reader", "limit", "cursor_at_ms", "cursor_msg_id", "cursor_reader"),
 		r("PUT", "/v1/groups/{group}/subscribers", a.setSubscribers),
 		r("GET", "/v1/groups/{group}/subscribers", a.getSubscribers),
+		r("DELETE", "/v1/groups/{group}", a.deleteGroup),
 		r("GET", "/v1/contacts/{owner}/blocks", a.listBlocks, "limit"),
 		r("PUT", "/v1/contacts/{owner}/blocks/{did}", a.block),
 		r("DELETE", "/v1/contacts/{owner}/blocks/{did}", a.unblock),

@@ -71,6 +71,12 @@ func (c *Client) GetSubscribers(ctx context.Context, group string) (*wire.Subscr
 	return &out, nil
 }
 
+// DeleteGroup makes group a plain DID again (DELETE /v1/groups/{group}).
+func (c *Client) DeleteGroup(ctx context.Context, group string) error {
+	_, err := c.call(ctx, http.MethodDelete, "/v1/groups/"+seg(group), nil, nil, nil)
+	return err
+}
+
 func groupPath(group string) string { return "/v1/groups/" + seg(group) + "/subscribers" }
 
 // Block makes owner refuse messages from did

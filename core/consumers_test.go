@@ -429,3 +429,45 @@ func TestRemovedMemberConsumerStops(t *testing.T) {
 		t.Fatalf("the group's own consumer of its box: %v", err)
 	}
 }
+
+// A deleted group's members' consumers of its box get what it held, then
+// nothing more, and the members can no longer read it; the DID's own
+// consumer goes on.
+func TestDeletedGroupConsumersStop(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	const grp = "did:test:group"
+	if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{bob, carol}, Delivery: model.DeliverToGroup}); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{carol, grp} {
+		if _, err := s.CreateConsumer(ctx, admin, &wire.ConsumerRequest{Owner: who, Name: "all", SourceOwner: grp, SourceBox: "GROUP_INBOX"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &message.Message{From: grp, Source: bob, Kind: message.KindGroupMsg, Content: message.Content{Content: "before"}}
+	if _, err := s.PostSend(ctx, agent(bob), &wire.PostSendRequest{Msg: m}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteGroup(ctx, agent(bob), grp); !errors.Is(err, model.ErrForbidden) {
+		t.Fatalf("a member deleted the group: %v", err)
+	}
+	if err := s.DeleteGroup(ctx, agent(grp), grp); err != nil {
+		t.Fatal(err)
+	}
+	// Its own box still: the group's former log, written by an admin now.
+	if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat(alice, []string{grp}, "after")}); err != nil {
+		t.Fatal(err)
+	}
+	pumpAll(t, s)
+	if got := texts(syncAll(t, s, carol, model.ConsumerBox("all"))); !slices.Equal(got, []string{"before"}) {
+		t.Fatalf("carol's consumer of the deleted group got %q, want what it held before", got)
+	}
+	if err := s.CanRead(ctx, agent(carol), grp, model.GroupInbox); !errors.Is(err, model.ErrForbidden) {
+		t.Fatalf("a former member reads the deleted group's box: %v", err)
+	}
+	if err := s.DeleteGroup(ctx, admin, grp); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("deleted twice: %v", err)
+	}
+}

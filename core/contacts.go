@@ -69,6 +69,24 @@ func (s *Service) SetSubscribers(ctx context.Context, who model.Identity, group 
 	return &wire.SubscribersResult{Group: group, Subscribers: subs, Delivery: delivery}, nil
 }
 
+// DeleteGroup makes a group a plain DID again (undoing SetSubscribers,
+// which makes a group of any DID): messages to it go to its own INBOX
+// again, and its members' streams and consumers of its GROUP_INBOX stop
+// (their consumers are fed what the box held first, as when a member is
+// removed). The group itself or an admin may.
+func (s *Service) DeleteGroup(ctx context.Context, who model.Identity, group string) error {
+	if err := message.CheckDID("group", group, true); err != nil {
+		return err
+	}
+	if err := canAct(who, group); err != nil {
+		return err
+	}
+	if err := s.feedGroupConsumers(ctx, group, nil); err != nil {
+		return err
+	}
+	return s.st.DeleteGroup(ctx, group, s.nowMS())
+}
+
 // Subscribers lists a group's subscribers to the group, its members and
 // admins.
 func (s *Service) Subscribers(ctx context.Context, who model.Identity, group string) (*wire.SubscribersResult, error) {

@@ -122,6 +122,7 @@ const (
 	// Changes to contacts and tokens, written with the change; the owner
 	// is the group, the blocking owner, the routed DID or the token's DID.
 	EventGroupSet     = "group.subscribers_set"
+	EventGroupDeleted = "group.deleted"
 	EventBlocked      = "contact.blocked"
 	EventUnblocked    = "contact.unblocked"
 	EventRoutesSet    = "contact.routes_set"
@@ -147,7 +148,7 @@ var EventTypes = []string{EventRecordCreated, EventRecordState, EventRecordClaim
 	EventRecordDead, EventLeaseExpired, EventLeaseExtended, EventRecordDelivered, EventRecordRedriven,
 	EventDeliverySent, EventDeliveryDead, EventDeliveryRedriven,
 	EventMsgScheduled, EventMsgCancelled, EventMsgDropped, EventConsumerCreated, EventConsumerDeleted, EventPurged,
-	EventGroupSet, EventBlocked, EventUnblocked, EventRoutesSet, EventTokenCreated, EventTokenRevoked,
+	EventGroupSet, EventGroupDeleted, EventBlocked, EventUnblocked, EventRoutesSet, EventTokenCreated, EventTokenRevoked,
 	EventReceiptSet, EventMailPartAdded, EventMailFlushed, EventMailDropped}
 
 // Role is what a token may do.

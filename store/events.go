@@ -21,6 +21,12 @@ func GroupSetEvent(group string, n int, delivery model.GroupDelivery, atMS int64
 	return model.Event{Type: model.EventGroupSet, Owner: group, AtMS: atMS, Detail: detail}
 }
 
+// GroupDeletedEvent is group made a plain DID again, with the n
+// subscribers it had.
+func GroupDeletedEvent(group string, n int, atMS int64) model.Event {
+	return model.Event{Type: model.EventGroupDeleted, Owner: group, AtMS: atMS, Detail: fmt.Sprintf("subscribers: %d", n)}
+}
+
 // BlockEvent is owner blocking did (on) or lifting the block.
 func BlockEvent(owner, did string, on bool, atMS int64) model.Event {
 	typ := model.EventBlocked

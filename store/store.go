@@ -110,6 +110,10 @@ type Store interface {
 	// a group. delivery "" keeps the group's delivery (members for a new
 	// group).
 	SetGroupSubscribers(ctx context.Context, group string, subscribers []string, delivery model.GroupDelivery, nowMS int64) error
+	// DeleteGroup makes group a plain DID again: its subscribers and
+	// delivery go (its GROUP_INBOX records stay, for retention), with a
+	// group.deleted event. model.ErrNotFound if it is not a group.
+	DeleteGroup(ctx context.Context, group string, nowMS int64) error
 	// GroupSubscribers returns model.ErrNotFound if group is not a group.
 	GroupSubscribers(ctx context.Context, group string) ([]string, error)
 	// GroupDelivery returns how group delivers its messages, or "" if it is

@@ -11,9 +11,30 @@ import (
 )
 
 func newGroupCmd(g *globals) *cobra.Command {
-	cmd := groupCmd("group", "Group subscribers: set, get")
-	cmd.AddCommand(newGroupSetCmd(g), newGroupGetCmd(g))
+	cmd := groupCmd("group", "Group subscribers: set, get, delete")
+	cmd.AddCommand(newGroupSetCmd(g), newGroupGetCmd(g), newGroupDeleteCmd(g))
 	return cmd
+}
+
+func newGroupDeleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete GROUP",
+		Short: "Make a group a plain DID again (its subscribers and delivery go; its GROUP_INBOX stays until retention)",
+		Args:  args("GROUP"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteGroup(cmd.Context(), a[0]); err != nil {
+				return err
+			}
+			return g.emit(cmd, map[string]string{"deleted": a[0]}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "%s is no longer a group\n", a[0])
+				return err
+			})
+		},
+	}
 }
 
 func newGroupSetCmd(g *globals) *cobra.Command {

@@ -497,6 +497,7 @@ func TestRouteSetAndGroupSet(t *testing.T) {
 	f := newFakeServer(t, map[string]reply{
 		"PUT /v1/routes/did:x:a%2Fb":            {200, `{"did":"did:x:a/b","routes":[]}`},
 		"PUT /v1/groups/did:g:team/subscribers": {200, `{"group":"did:g:team","subscribers":["a","b"]}`},
+		"DELETE /v1/groups/did:g:team":          {204, ``},
 	})
 	r := runCLI(t, f, nil, "route", "set", "did:x:a/b",
 		"--route", "tunnel_did=did:t:tg,platform=telegram,chat_id=42,priority=10",
@@ -516,6 +517,12 @@ func TestRouteSetAndGroupSet(t *testing.T) {
 	r = runCLI(t, f, nil, "group", "set", "did:g:team", "a", "b")
 	if r.code != 0 || !reflect.DeepEqual(f.only().Body["subscribers"], []any{"a", "b"}) || !strings.Contains(r.stdout, "2 subscribers") {
 		t.Fatalf("exit %d stdout %q body %v", r.code, r.stdout, f.reqs)
+	}
+
+	f.reqs = nil
+	r = runCLI(t, f, nil, "group", "delete", "did:g:team")
+	if r.code != 0 || f.only().Method != "DELETE" || !strings.Contains(r.stdout, "did:g:team is no longer a group") {
+		t.Fatalf("group delete: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
 

@@ -39,6 +39,32 @@ func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribe
 	})
 }
 
+// DeleteGroup makes group a plain DID again. Deleting the groups row first
+// takes its lock, as a replacement of the subscribers does.
+func (s *Store) DeleteGroup(ctx context.Context, group string, nowMS int64) error {
+	defer s.contacts.forget()
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "DELETE FROM groups WHERE group_did = $1", group)
+		if err != nil {
+			return fail("delete group", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return model.NotFound("group")
+		}
+		tag, err = tx.Exec(ctx, "DELETE FROM group_subscribers WHERE group_did = $1", group)
+		if err != nil {
+			return fail("delete group", err)
+		}
+		b := &pgx.Batch{}
+		queueEvent(b, store.GroupDeletedEvent(group, int(tag.RowsAffected()), nowMS))
+		b.Queue(sqlNotify, s.channel, []string{contactsPayload})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fail("delete group", err)
+		}
+		return nil
+	})
+}
+
 // GroupSubscribers returns a group's subscribers, sorted.
 func (s *Store) GroupSubscribers(ctx context.Context, group string) ([]string, error) {
 	// The LEFT JOIN tells "no such group" (no row) from "empty group" (one

@@ -54,6 +54,32 @@ func (s *Store) SetGroupSubscribers(ctx context.Context, group string, subscribe
 	})
 }
 
+// DeleteGroup makes group a plain DID again.
+func (s *Store) DeleteGroup(ctx context.Context, group string, nowMS int64) error {
+	defer s.lk.groups.Forget(group)
+	defer s.lk.subscribed.Clear()
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM groups WHERE group_did = ?", group)
+		if err != nil {
+			return fmt.Errorf("sqlite: delete group: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("sqlite: delete group: %w", err)
+		} else if n == 0 {
+			return model.NotFound("group")
+		}
+		res, err = tx.ExecContext(ctx, "DELETE FROM group_subscribers WHERE group_did = ?", group)
+		if err != nil {
+			return fmt.Errorf("sqlite: delete group: %w", err)
+		}
+		subs, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlite: delete group: %w", err)
+		}
+		return insertEvent(ctx, tx, store.GroupDeletedEvent(group, int(subs), nowMS))
+	})
+}
+
 // GroupSubscribers returns a group's subscribers, sorted.
 func (s *Store) GroupSubscribers(ctx context.Context, group string) ([]string, error) {
 	// The LEFT JOIN tells "no such group" (no row) from "empty group" (one

@@ -15,6 +15,7 @@ func contactTests() []testCase {
 	return []testCase{
 		{"GroupSubscribers", testGroups},
 		{"EmptyGroupIsAGroup", testEmptyGroup},
+		{"DeleteGroup", testDeleteGroup},
 		{"GroupDelivery", testGroupDelivery},
 		{"Blocks", testBlocks},
 		{"Routes", testRoutes},
@@ -103,6 +104,42 @@ func testEmptyGroup(t *testing.T, s store.Store) {
 	requireSubscribers(t, s, g2, nil)
 	ok, err = s.IsSubscriber(ctx, g2, alice)
 	requireBool(t, ok, err, false, "IsSubscriber after emptying")
+}
+
+// DeleteGroup makes a group a plain DID again: no delivery, no
+// subscribers, no membership (read right after, through any cache), and one
+// group.deleted event; another group is untouched, and a DID that is no
+// group is not found.
+func testDeleteGroup(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const g2 = "did:test:group-2"
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{alice, bob}, model.DeliverToGroup, base), "SetGroupSubscribers")
+	requireNoError(t, s.SetGroupSubscribers(ctx, g2, []string{alice}, "", base), "SetGroupSubscribers(g2)")
+	ok, err := s.IsSubscriber(ctx, grp, alice) // cached from here on, where a store caches
+	requireBool(t, ok, err, true, "IsSubscriber before the delete")
+	requireDelivery(t, s, grp, model.DeliverToGroup)
+
+	requireNoError(t, s.DeleteGroup(ctx, grp, base+5), "DeleteGroup")
+	requireNotGroup(t, s, grp)
+	_, err = s.GroupSubscribers(ctx, grp)
+	requireErrIs(t, err, model.ErrNotFound, "GroupSubscribers of a deleted group")
+	ok, err = s.IsSubscriber(ctx, grp, alice)
+	requireBool(t, ok, err, false, "IsSubscriber after the delete")
+	requireSubscribers(t, s, g2, []string{alice})
+	evs := eventsOf(allEvents(t, s, ""), model.EventGroupDeleted, "")
+	if len(evs) != 1 || evs[0].Owner != grp || evs[0].AtMS != base+5 || evs[0].Detail != "subscribers: 2" {
+		t.Fatalf("group.deleted events = %s; want one for %s with its 2 subscribers", dump(evs), grp)
+	}
+
+	requireErrIs(t, s.DeleteGroup(ctx, grp, base+6), model.ErrNotFound, "DeleteGroup again")
+	requireErrIs(t, s.DeleteGroup(ctx, alice, base+6), model.ErrNotFound, "DeleteGroup of a DID that is no group")
+	if n := len(eventsOf(allEvents(t, s, ""), model.EventGroupDeleted, "")); n != 1 {
+		t.Fatalf("%d group.deleted events after two refused deletes, want 1", n)
+	}
+	// Made a group again, it starts anew.
+	requireNoError(t, s.SetGroupSubscribers(ctx, grp, []string{carol}, "", base+7), "SetGroupSubscribers after the delete")
+	requireDelivery(t, s, grp, model.DeliverToMembers)
+	requireSubscribers(t, s, grp, []string{carol})
 }
 
 func requireDelivery(t *testing.T, s store.Store, group string, want model.GroupDelivery) {
