@@ -53,6 +53,7 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 		{"GET", "/v1/read_receipts", "/v1/read_receipts?msg_id=" + esc(d.MsgID), nil},
 		{"PUT", "/v1/groups/{group}/subscribers", "/v1/groups/" + esc(didGroup) + "/subscribers", wire.SubscribersRequest{Subscribers: []string{didCarol}}},
 		{"GET", "/v1/groups/{group}/subscribers", "/v1/groups/" + esc(didGroup) + "/subscribers", nil},
+		{"DELETE", "/v1/groups/{group}", "/v1/groups/" + esc(didGroup), nil},
 		{"GET", "/v1/contacts/{owner}/blocks", "/v1/contacts/" + esc(didAlice) + "/blocks", nil},
 		{"PUT", "/v1/contacts/{owner}/blocks/{did}", "/v1/contacts/did:alice/blocks/did:tg:u1", nil},
 		{"DELETE", "/v1/contacts/{owner}/blocks/{did}", "/v1/contacts/did:alice/blocks/did:tg:u1", nil},
