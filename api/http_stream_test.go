@@ -243,6 +243,18 @@ func TestStreamLastEventIDWins(t *testing.T) {
 		resp.Body.Close()
 		wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, "Last-Event-ID")
 	}
+	for path, param := range map[string]string{
+		boxPath(didAlice, model.Inbox, "stream") + "?after_seq=1&after_seq=5": "after_seq",
+		"/v1/events/stream?after=1&after=2":                                   "after",
+	} {
+		_, resp, err := openSSE(ctx, e, path, e.admin, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, param)
+	}
 	_, resp, err := openSSE(ctx, e, boxPath(didAlice, model.Inbox, "stream")+"?after_seq=9999", e.alice, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -110,6 +110,11 @@ func negotiate(r *http.Request) streamMode {
 // parameter. from names where it came from (param or the header), for
 // errors about it; "" when the client sent neither.
 func startCursor(r *http.Request, param string) (after int64, from string, err error) {
+	// Streams take unknown parameters (EventSource polyfills add their
+	// own), but not a cursor given twice: which one would hold?
+	if len(r.URL.Query()[param]) > 1 {
+		return 0, "", model.Invalid(param, "is given more than once; give one cursor")
+	}
 	if after, err = queryInt(r, param); err != nil {
 		return 0, "", err
 	}
