@@ -219,6 +219,21 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 	if r.RetryAfterMS < 0 || r.RetryAfterMS > wire.MaxRetryAfterMS {
 		return nil, model.Invalid("result.retry_after_ms", fmt.Sprintf("must be between 0 and %d (7 days)", wire.MaxRetryAfterMS))
 	}
+	if r.OK {
+		// A success with a failure's fields is a report that contradicts
+		// itself; taking either half would drop the other without a word.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"result.error_code", r.ErrorCode != ""}, {"result.error_message", r.ErrorMessage != ""},
+			{"result.retryable", r.Retryable}, {"result.retry_after_ms", r.RetryAfterMS != 0}} {
+			if f.set {
+				return nil, model.Invalid(f.name, "is for a failure (ok false); a success takes only external_msg_id")
+			}
+		}
+	} else if r.ExternalMsgID != "" {
+		return nil, model.Invalid("result.external_msg_id", "is for a success (ok true): a failed delivery has no message on the far side")
+	}
 	rec, err := s.actOn(ctx, who, recordID)
 	if err != nil {
 		return nil, err

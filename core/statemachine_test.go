@@ -82,7 +82,11 @@ func TestPropRecordStateMachine(t *testing.T) {
 				r := pick("record")
 				ok := op == 1
 				retryable := rapid.Bool().Draw(rt, "retryable")
-				_, err := s.ReportDelivery(ctx, who, r.id, &wire.DeliveryRequest{LeaseID: r.lease, Result: &wire.DeliveryResult{OK: ok, Retryable: retryable, ErrorCode: "x"}})
+				res := &wire.DeliveryResult{OK: true}
+				if !ok {
+					res = &wire.DeliveryResult{Retryable: retryable, ErrorCode: "x"}
+				}
+				_, err := s.ReportDelivery(ctx, who, r.id, &wire.DeliveryRequest{LeaseID: r.lease, Result: res})
 				if r.state != model.Reading {
 					if !errors.Is(err, model.ErrInvalidTransition) {
 						rt.Fatalf("report on %s record: err %v", r.state, err)
