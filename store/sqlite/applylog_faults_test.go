@@ -435,3 +435,40 @@ func TestFailedWriteLeavesNoEntryToReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayOfALoggedRepeat: a binary before migration 0015 logged a keyed
+// send's repeat as a write of its own. Replayed now, when a repeat is
+// refused (store.KeyRepeated), it is skipped: Open succeeds, and the send
+// is in the store once.
+func TestReplayOfALoggedRepeat(t *testing.T) {
+	ctx := context.Background()
+	path := tempDB(t)
+	s := openPath(t, path, Options{})
+	p := sendPlan(1, "did:a", []string{"did:b"}, 1)
+	p.Idem = &store.Idempotency{Scope: "did:a|post_send", Key: "k"}
+	if _, err := s.Apply(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := (&loggedWrite{apply: p}).encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.crash()
+	if logSize(t, path) == 0 {
+		t.Fatal("the send was committed: the test replays nothing")
+	}
+	l := &applyLog{f: mustOpen(t, path+logFileSuffix), size: logSize(t, path) + int64(len(logMagic))}
+	if err := l.append([]uint64{2}, [][]byte{payload}); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openPath(t, path, Options{})
+	for _, r := range p.Records {
+		if _, err := s2.GetRecord(ctx, r.RecordID); err != nil {
+			t.Fatalf("record %s after the replay: %v", r.RecordID, err)
+		}
+	}
+	items, err := s2.Sync(ctx, store.SyncParams{Owner: "did:b", Box: model.Inbox, Limit: 10})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("did:b's inbox after the replay: %d records, %v; want the send once", len(items), err)
+	}
+}

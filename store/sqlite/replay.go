@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -58,6 +59,12 @@ func (s *Store) rerun(ctx context.Context, tx *sql.Tx, w *loggedWrite) error {
 	switch {
 	case w.apply != nil:
 		err = s.applyTx(ctx, tx, w.apply, &store.ApplyResult{})
+		if _, repeat := errors.AsType[*store.KeyRepeated](err); repeat {
+			// Logged by a binary before 0015, for which a repeat was a
+			// write: it wrote nothing new then either (its records
+			// existed), and applyTx refuses it before writing anything.
+			err = nil
+		}
 	case w.claim != nil:
 		_, err = s.claimTx(ctx, tx, w.claim)
 	default:
