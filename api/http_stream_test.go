@@ -474,3 +474,58 @@ func TestStreamsEndWithTheirToken(t *testing.T) {
 		t.Fatalf("WebSocket after the revocation: frame %s, err %v (status %v); want it closed for the revoked token", b, err, st)
 	}
 }
+
+// An idle stream of a revoked token ends at its next heartbeat, and a
+// consumer stream's ack on a revoked token is refused, ending the stream.
+func TestIdleStreamsEndWithTheirToken(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, api.Options{StreamHeartbeat: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tok := func() wire.TokenResult {
+		return ok[wire.TokenResult](t, e.do(t, "POST", "/v1/tokens", e.admin, wire.TokenRequest{DID: "did:dora", Role: model.RoleAgent}))
+	}
+	revoke := func(id string) {
+		if r := e.do(t, "DELETE", "/v1/tokens/"+id, e.admin, nil); r.status != http.StatusNoContent {
+			t.Fatalf("revoke: %s", r)
+		}
+	}
+
+	idle := tok()
+	sse := mustSSE(t, ctx, e, boxPath("did:dora", model.Inbox, "stream"), idle.Token, nil)
+	revoke(idle.TokenID)
+	for {
+		ev, err := sse.next()
+		if err != nil {
+			t.Fatalf("the idle stream ended without an error event: %v", err)
+		}
+		if ev.comment != "" {
+			continue // a heartbeat before the revocation
+		}
+		if ev.event != "error" || !strings.Contains(ev.data, `"`+wire.CodeUnauthorized+`"`) {
+			t.Fatalf("idle stream after the revocation: %+v", ev)
+		}
+		break
+	}
+
+	acker := tok()
+	if r := e.do(t, "POST", "/v1/consumers", acker.Token, wire.ConsumerRequest{Name: "feed", SourceOwner: "did:dora", SourceBox: "INBOX"}); r.status != http.StatusCreated {
+		t.Fatalf("create consumer: %s", r)
+	}
+	e.postSend(t, e.alice, chat(didAlice, []string{"did:dora"}, "one"))
+	e.pump(t)
+	ws := dialWS(t, ctx, e, boxPath("did:dora", model.ConsumerBox("feed"), "stream"), acker.Token, nil)
+	if f := readWSFrame(t, ctx, ws); f.Seq != 1 {
+		t.Fatalf("consumer frame %+v", f)
+	}
+	revoke(acker.TokenID)
+	writeWS(t, ctx, ws, `{"type":"ack","seq":1}`)
+	_, b, err := ws.Read(ctx)
+	if st := websocket.CloseStatus(err); st != websocket.StatusPolicyViolation || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("ack on a revoked token: frame %s, err %v (status %v); want the stream closed", b, err, st)
+	}
+	c := ok[wire.ConsumerInfo](t, e.do(t, "GET", "/v1/consumers/did:dora/feed", e.admin, nil))
+	if c.AckedSeq != 0 {
+		t.Fatalf("the revoked token's ack moved the cursor to %d", c.AckedSeq)
+	}
+}

@@ -68,6 +68,8 @@ type source struct {
 	// durable consumer's box stream advances the consumer's cursor. It
 	// returns the cursor after the ack.
 	ack func(ctx context.Context, seq int64) (int64, error)
+	// check, when set, runs at every heartbeat: an error ends the stream.
+	check func(ctx context.Context) error
 }
 
 // sink writes frames to one client. send gets one page at a time.
@@ -252,12 +254,15 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Iden
 // streamTokenKey carries a stream's token from wrap to serveStream.
 type streamTokenKey struct{}
 
-// endWithToken makes src check, before every read and every ack, that the
-// token the stream was opened with is still valid: revoking a token ends
-// its open streams (a 401's error, as SSE's error event or the WebSocket's
-// close reason) before they carry anything written after the revocation.
-// Token lookups are cached until a token changes, so the check costs a
-// map read.
+// endWithToken makes src check, after every read, before every ack and at
+// every heartbeat, that the token the stream was opened with is still
+// valid: revoking a token ends its open streams (a 401's error, as SSE's
+// error event or the WebSocket's close reason), idle ones within a
+// heartbeat, and none carries anything written after the revocation (a
+// read that saw such a write ran after the revocation, so the check after
+// it fails). Token lookups are cached until a token changes, so a check
+// costs a map read; other PostgreSQL nodes see a revocation within their
+// token cache's 5 s.
 func (a *API) endWithToken(r *http.Request, who model.Identity, src *source) {
 	token, _ := r.Context().Value(streamTokenKey{}).(string)
 	valid := func(ctx context.Context) error {
@@ -269,11 +274,16 @@ func (a *API) endWithToken(r *http.Request, who model.Identity, src *source) {
 	}
 	fetch := src.fetch
 	src.fetch = func(ctx context.Context, after int64) ([]frame, error) {
-		if err := valid(ctx); err != nil {
+		frames, err := fetch(ctx, after)
+		if err == nil {
+			err = valid(ctx)
+		}
+		if err != nil {
 			return nil, err
 		}
-		return fetch(ctx, after)
+		return frames, nil
 	}
+	src.check = valid
 	if ack := src.ack; ack != nil {
 		src.ack = func(ctx context.Context, seq int64) (int64, error) {
 			if err := valid(ctx); err != nil {
@@ -359,6 +369,11 @@ func (a *API) pump(ctx context.Context, st *streamState, out sink) error {
 				case <-recheck:
 					break wait
 				case <-hb.C:
+					if st.src.check != nil {
+						if err := st.src.check(ctx); err != nil {
+							return err
+						}
+					}
 					if err := out.heartbeat(ctx); err != nil {
 						return err
 					}
