@@ -430,9 +430,10 @@ func TestRemovedMemberConsumerStops(t *testing.T) {
 	}
 }
 
-// A deleted group's members' consumers of its box get what it held, then
-// nothing more, and the members can no longer read it; the DID's own
-// consumer goes on.
+// A deleted group's members' consumers of its box get what it held before
+// the delete (they could not afterwards: a former member is fed nothing),
+// the members can no longer read it or consume it anew, and the DID's own
+// consumer is fed as before.
 func TestDeletedGroupConsumersStop(t *testing.T) {
 	t.Parallel()
 	s := newService(t, nil)
@@ -456,16 +457,18 @@ func TestDeletedGroupConsumersStop(t *testing.T) {
 	if err := s.DeleteGroup(ctx, agent(grp), grp); err != nil {
 		t.Fatal(err)
 	}
-	// Its own box still: the group's former log, written by an admin now.
-	if _, err := s.Dispatch(ctx, admin, &wire.DispatchRequest{Msg: chat(alice, []string{grp}, "after")}); err != nil {
-		t.Fatal(err)
-	}
 	pumpAll(t, s)
-	if got := texts(syncAll(t, s, carol, model.ConsumerBox("all"))); !slices.Equal(got, []string{"before"}) {
-		t.Fatalf("carol's consumer of the deleted group got %q, want what it held before", got)
+	for _, who := range []string{carol, grp} {
+		if got := texts(syncAll(t, s, who, model.ConsumerBox("all"))); !slices.Equal(got, []string{"before"}) {
+			t.Fatalf("%s's consumer of the deleted group's box got %q, want what it held before", who, got)
+		}
 	}
 	if err := s.CanRead(ctx, agent(carol), grp, model.GroupInbox); !errors.Is(err, model.ErrForbidden) {
 		t.Fatalf("a former member reads the deleted group's box: %v", err)
+	}
+	_, err := s.CreateConsumer(ctx, admin, &wire.ConsumerRequest{Owner: bob, Name: "late", SourceOwner: grp, SourceBox: "GROUP_INBOX"})
+	if !errors.Is(err, model.ErrForbidden) {
+		t.Fatalf("a former member's new consumer of the box: %v", err)
 	}
 	if err := s.DeleteGroup(ctx, admin, grp); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("deleted twice: %v", err)

@@ -126,6 +126,30 @@ func TestContactsAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("routes removed through the other node", func() bool { return routes(a, "did:r") == 0 })
+	// A group deleted through b is no group on a, and its member no member.
+	if !isGroup(a, "did:g2") || !subscribes(a, "did:g2", "did:m2") { // remembered from here on
+		t.Fatal("did:g2 and its member are not seen on a")
+	}
+	if err := b.DeleteGroup(ctx, "did:g2", 5); err != nil {
+		t.Fatal(err)
+	}
+	eventually("a group deleted through the other node", func() bool { return !isGroup(a, "did:g2") })
+	if subscribes(a, "did:g2", "did:m2") {
+		t.Fatal("the deleted group's member is still one on a")
+	}
+	// And one deleted through a itself, at once.
+	if err := a.SetGroupSubscribers(ctx, "did:g3", []string{"did:m3"}, "", 6); err != nil {
+		t.Fatal(err)
+	}
+	if !isGroup(a, "did:g3") || !subscribes(a, "did:g3", "did:m3") {
+		t.Fatal("a group set through the node itself is not seen at once")
+	}
+	if err := a.DeleteGroup(ctx, "did:g3", 7); err != nil {
+		t.Fatal(err)
+	}
+	if isGroup(a, "did:g3") || subscribes(a, "did:g3", "did:m3") {
+		t.Fatal("a group deleted through the node itself is still one on it")
+	}
 
 	// Through a itself: seen at once, not when the notification comes.
 	if err := a.SetBlock(ctx, "did:o", "did:s", false, 4); err != nil {
