@@ -130,7 +130,11 @@ func (s *Service) aggregate(ctx context.Context, who model.Identity, req *wire.D
 	part := &store.MailPart{MailKey: mailKey(sender, a.Key, burst), MsgID: c.id, Body: c.body, Ctx: ctxJSON,
 		Sender: sender, Key: a.Key, Recipients: recipients, WindowMS: window, MaxWaitMS: maxWait,
 		MaxParts: s.cfg.MailMaxParts, Cost: cost, MaxCost: maxCost, NowMS: s.nowMS()}
-	pr, err := s.st.AddMailPart(ctx, part, s.idem(who, opDispatch, req.IdempotencyKey))
+	idem := s.idem(who, opDispatch, req.IdempotencyKey)
+	if idem != nil {
+		idem.Answer = aggregatedAnswer // a part's answer is its bucket's, which a repeat reads anew
+	}
+	pr, err := s.st.AddMailPart(ctx, part, idem)
 	if err != nil {
 		return nil, err
 	}

@@ -386,3 +386,28 @@ func TestMailDroppedWhenInvalid(t *testing.T) {
 		t.Fatalf("tunnel's events %v", types)
 	}
 }
+
+// A key an aggregated dispatch bound: the same part again finds its bucket,
+// and the same message dispatched without aggregate is not a repeat of it
+// (it would be delivered twice, or be answered as delivered when it waits
+// in its Mail): a conflict, which writes nothing.
+func TestMailKeyedPartRepeatedWithoutAggregate(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	m := chat("did:tg:ann", []string{bob}, "hello")
+	m.Stamp("k-1", clk.Now())
+	first := aggDispatch(t, s, tunnel, m, &wire.Aggregate{Key: "chat"}, "k-1")
+	again := aggDispatch(t, s, tunnel, m, &wire.Aggregate{Key: "chat"}, "k-1")
+	if again.Aggregate == nil || !again.Aggregate.Duplicate || again.Aggregate.BucketID != first.Aggregate.BucketID {
+		t.Fatalf("the part again: %+v, want the same bucket, a duplicate", again.Aggregate)
+	}
+	_, err := s.Dispatch(context.Background(), tunnel, &wire.DispatchRequest{Msg: m, IdempotencyKey: "k-1",
+		IngressCtx: &model.Route{ChatID: "chat-1", Platform: "telegram"}})
+	if !isField(err, model.ErrConflict, "idempotency_key") {
+		t.Fatalf("the part's message without aggregate under its key: %v, want a conflict", err)
+	}
+	if items := syncAll(t, s, bob, model.Inbox); len(items) != 0 {
+		t.Fatalf("bob has %d records before the Mail is written", len(items))
+	}
+}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -274,6 +275,11 @@ type sent struct {
 	answer    []byte
 }
 
+// aggregatedAnswer is what a key bound by an aggregated dispatch keeps in
+// place of an answer: a repeat of the part finds its bucket again
+// (AddMailPart), and a repeat without aggregate is not the same request.
+var aggregatedAnswer = []byte(`"aggregated"`)
+
 // firstAnswer is the answer a repeat gets: the first send's, kept with its
 // key. A key bound before answers were kept has none; the repeat, which
 // wrote nothing either, is then answered from its own plan.
@@ -323,6 +329,10 @@ func (s *Service) send(ctx context.Context, who model.Identity, c *checked, op s
 		return sent{scheduled: true, due: ks.DueAtMS, id: ks.ID}, nil
 	}
 	if kr, ok := errors.AsType[*store.KeyRepeated](err); ok {
+		if bytes.Equal(kr.Answer, aggregatedAnswer) {
+			return sent{}, model.Conflict("idempotency_key", fmt.Sprintf(
+				"idempotency key %q was used for an aggregated dispatch of this message (a part of a Mail): repeat it with its aggregate", idem.Key))
+		}
 		return sent{repeat: true, answer: kr.Answer}, nil
 	}
 	return sent{}, err

@@ -24,7 +24,7 @@ func (s *Store) AddMailPart(ctx context.Context, p *store.MailPart, idem *store.
 			return fail("mail part lock", err)
 		}
 		if idem != nil {
-			tag, err := tx.Exec(ctx, sqlInsertIdem, idem.Scope, idem.Key, p.MsgID, p.NowMS, nil)
+			tag, err := tx.Exec(ctx, sqlInsertIdem, idem.Scope, idem.Key, p.MsgID, p.NowMS, idem.Answer)
 			if err != nil {
 				return fail("idempotency key", err)
 			}

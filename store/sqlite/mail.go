@@ -17,7 +17,7 @@ func (s *Store) AddMailPart(ctx context.Context, p *store.MailPart, idem *store.
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res = store.MailPartResult{}
 		if idem != nil {
-			n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, p.MsgID, p.NowMS, nil)
+			n, err := execN(ctx, tx.StmtContext(ctx, s.st.insertIdem), idem.Scope, idem.Key, p.MsgID, p.NowMS, idem.Answer)
 			if err != nil {
 				return fmt.Errorf("sqlite: idempotency key: %w", err)
 			}
