@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/msgcenter/msgcenter/model"
 )
@@ -31,6 +32,9 @@ type overlay struct {
 	// and settling there committed the writer's transaction once per send.
 	byState map[stateKey]map[string]struct{}
 	inBox   map[boxKey]int // how many records of each box m holds
+	// resets counts resets: a reader that saw the committed state before
+	// a commit and the overlay after it saw neither (Claimable).
+	resets atomic.Uint64
 }
 
 // overlaid is a record as a logged write left it, with its visible_at_ms
@@ -164,6 +168,7 @@ func (o *overlay) nextVisible(k stateKey, afterMS int64) (at int64, ok bool) {
 func (o *overlay) reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.resets.Add(1)
 	if len(o.m) > overlayKeep {
 		// clear keeps a map's buckets: let those of a big fan-out go.
 		o.m, o.bodies, o.byState, o.inBox = nil, nil, nil, nil

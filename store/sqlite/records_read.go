@@ -236,7 +236,14 @@ func (s *Store) Claimable(ctx context.Context, owner string, box model.BoxKind, 
 	}
 	for range 3 {
 		limit := s.overlay.count(owner, box) + 1
+		resets := s.overlay.resets.Load()
 		found, n, err := s.committedClaimable(ctx, k, nowMS, limit)
+		if found && s.overlay.resets.Load() != resets {
+			// A commit came between the read and the overlay's answer:
+			// the record may be one a logged claim took since (the read
+			// saw it before the commit, the overlay no longer has it).
+			continue
+		}
 		if found || err != nil || n < limit {
 			return found, err
 		}
@@ -267,7 +274,8 @@ func (s *Store) committedClaimable(ctx context.Context, k stateKey, nowMS int64,
 		}
 		n++
 		// The overlay is read after the query: a commit in between empties
-		// it, and the worst that does is a yes for a record just taken.
+		// it, which would make a yes of a record just taken; Claimable
+		// asks again then.
 		if changed, still := s.overlay.holds(id, k, nowMS); !changed || still {
 			return true, n, nil
 		}
