@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,19 +26,31 @@ const drainWait = maxClaimWait + callTimeout
 // (a script, a runtime shutting down) still gets its answers, and a send
 // it asked for is not cut off half-way with no word of whether it
 // happened.
+//
+// It also passes the SDK only lines it can take: the SDK ends the session
+// on a line that is not one JSON-RPC message (a typo, a batch, an id that
+// is an object), dropping the calls in flight. Such a line is answered
+// here with the JSON-RPC error for it, and the session goes on.
 type draining struct {
 	in  io.Reader
-	out io.Writer
+	buf []byte // what one read of in takes
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when pending shrinks
 	pending map[string]bool
 	inLine  []byte // a request line read in part
-	outLine []byte // an answer line written in part
+	passing bool   // the line being read is too long to check: passed on as it comes
+	ready   []byte // checked input, for the SDK
+	inErr   error  // how in ended
+
+	outMu   sync.Mutex // one writer on out at a time, and only between lines
+	out     io.Writer
+	outLine []byte   // an answer line written in part
+	refusal [][]byte // answers to refused lines, waiting for the SDK's line to end
 }
 
 func newDraining(in io.Reader, out io.Writer) *draining {
-	return &draining{in: in, out: out, pending: map[string]bool{}, changed: make(chan struct{})}
+	return &draining{in: in, out: out, buf: make([]byte, 64<<10), pending: map[string]bool{}, changed: make(chan struct{})}
 }
 
 // frame is what draining reads of a JSON-RPC message: a request has a
@@ -47,31 +61,171 @@ type frame struct {
 }
 
 func (d *draining) Read(p []byte) (int, error) {
-	n, err := d.in.Read(p)
-	d.mu.Lock()
-	d.inLine = scanLines(d.inLine, p[:n], func(f frame) {
-		if f.Method != "" && len(f.ID) > 0 {
-			d.pending[string(f.ID)] = true
+	for {
+		d.mu.Lock()
+		if len(d.ready) > 0 {
+			n := copy(p, d.ready)
+			d.ready = d.ready[n:]
+			d.mu.Unlock()
+			return n, nil
 		}
-	})
-	d.mu.Unlock()
-	if err == io.EOF {
-		d.wait(time.Now().Add(drainWait))
+		inErr := d.inErr
+		d.mu.Unlock()
+		if inErr != nil {
+			if inErr == io.EOF {
+				d.wait(time.Now().Add(drainWait))
+			}
+			return 0, inErr
+		}
+		n, err := d.in.Read(d.buf)
+		d.take(d.buf[:n])
+		if err != nil {
+			d.mu.Lock()
+			d.ready, d.inLine, d.inErr = append(d.ready, d.inLine...), nil, err // a last line without its newline goes as it is
+			d.mu.Unlock()
+		}
 	}
-	return n, err
+}
+
+// take splits chunk into lines, passing on those the SDK can take and
+// answering the others.
+func (d *draining) take(chunk []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for len(chunk) > 0 {
+		i := bytes.IndexByte(chunk, '\n')
+		if d.passing {
+			if i < 0 {
+				d.ready = append(d.ready, chunk...)
+				return
+			}
+			d.ready, d.passing, chunk = append(d.ready, chunk[:i+1]...), false, chunk[i+1:]
+			continue
+		}
+		if i < 0 {
+			if len(d.inLine)+len(chunk) > maxTracked {
+				d.ready, d.inLine, d.passing = append(append(d.ready, d.inLine...), chunk...), d.inLine[:0], true
+				return
+			}
+			d.inLine = append(d.inLine, chunk...)
+			return
+		}
+		line := append(d.inLine, chunk[:i]...)
+		if f, refusal := checkLine(line); refusal != nil {
+			d.refuse(refusal)
+		} else {
+			if f.Method != "" && len(f.ID) > 0 {
+				d.pending[idKey(f.ID)] = true
+			}
+			d.ready = append(append(d.ready, line...), '\n')
+		}
+		d.inLine, chunk = line[:0], chunk[i+1:]
+	}
+}
+
+// checkLine returns the frame of a line the SDK can take, or the answer to
+// one it cannot. A blank line is taken (the SDK skips it).
+func checkLine(line []byte) (frame, []byte) {
+	var f frame
+	t := bytes.TrimSpace(line)
+	if len(t) == 0 {
+		return f, nil
+	}
+	if !json.Valid(t) {
+		return f, rpcError(nil, -32700, "parse error: a line must be one JSON-RPC message")
+	}
+	if t[0] != '{' {
+		return f, rpcError(nil, -32600, "invalid request: a line must be one JSON object (batches are not supported)")
+	}
+	// Keys as written: encoding/json would match "JSONRPC" to "jsonrpc".
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(t, &m); err != nil {
+		return f, rpcError(nil, -32600, "invalid request: "+err.Error())
+	}
+	id := m["id"]
+	if len(id) > 0 && !strings.ContainsRune(`"-0123456789n`, rune(id[0])) {
+		return f, rpcError(nil, -32600, "invalid request: id must be a string or a number")
+	}
+	if string(m["jsonrpc"]) != `"2.0"` {
+		return f, rpcError(id, -32600, `invalid request: "jsonrpc" must be "2.0"`)
+	}
+	method, isCall := m["method"]
+	if isCall && json.Unmarshal(method, &f.Method) != nil {
+		return f, rpcError(id, -32600, "invalid request: method must be a string")
+	}
+	if _, ok := m["result"]; !isCall && !ok {
+		if _, ok := m["error"]; !ok {
+			return f, rpcError(id, -32600, "invalid request: neither a method nor a result")
+		}
+	}
+	f.ID = id
+	return f, nil
+}
+
+func rpcError(id json.RawMessage, code int, msg string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id, Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{code, msg}})
+	return append(b, '\n')
+}
+
+// refuse writes the answer to a refused line, once out is between lines.
+func (d *draining) refuse(answer []byte) {
+	d.outMu.Lock()
+	defer d.outMu.Unlock()
+	if len(d.outLine) > 0 {
+		d.refusal = append(d.refusal, answer)
+		return
+	}
+	_, _ = d.out.Write(answer) // a client that stopped reading stops the SDK's writes too
+}
+
+// idKey is a request id as the SDK writes it back: a number in its
+// shortest form (a client's 1.0 is answered as 1).
+func idKey(id json.RawMessage) string {
+	if len(id) > 0 && id[0] != '"' && id[0] != 'n' {
+		var n json.Number
+		if json.Unmarshal(id, &n) == nil {
+			if f, err := n.Float64(); err == nil {
+				return strconv.FormatFloat(f, 'g', -1, 64)
+			}
+		}
+	}
+	return string(id)
 }
 
 func (d *draining) Write(p []byte) (int, error) {
+	d.outMu.Lock()
+	defer d.outMu.Unlock()
 	n, err := d.out.Write(p)
-	d.mu.Lock()
 	d.outLine = scanLines(d.outLine, p[:n], func(f frame) {
-		if f.Method == "" && len(f.ID) > 0 && d.pending[string(f.ID)] {
-			delete(d.pending, string(f.ID))
-			close(d.changed)
-			d.changed = make(chan struct{})
+		if f.Method == "" && len(f.ID) > 0 {
+			d.mu.Lock()
+			if k := idKey(f.ID); d.pending[k] {
+				delete(d.pending, k)
+				close(d.changed)
+				d.changed = make(chan struct{})
+			}
+			d.mu.Unlock()
 		}
 	})
-	d.mu.Unlock()
+	if len(d.outLine) == 0 {
+		for _, a := range d.refusal {
+			_, _ = d.out.Write(a)
+		}
+		d.refusal = d.refusal[:0]
+	}
 	return n, err
 }
 

@@ -49,3 +49,44 @@ func TestStdinEndAnswersWhatWasAsked(t *testing.T) {
 		t.Fatalf("bob's inbox after the piped send: %+v, %v", res, err)
 	}
 }
+
+// A line the SDK cannot take (not JSON, a batch, an id that is an object, no
+// jsonrpc version) is answered with its JSON-RPC error and the session goes
+// on: the calls around it are answered. An id written 5.0 is answered as 5
+// and counts as answered, so the end of stdin waits for nothing more.
+func TestStdinBadLinesAreAnswered(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, core.Config{})
+	s, err := mcpserver.New(srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"claim","arguments":{"wait_ms":300}}}`,
+		`garbage`,
+		`{"foo":1}`,
+		`[{"jsonrpc":"2.0","id":3,"method":"tools/list"}]`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":5.0,"method":"tools/list"}`,
+	}, "\n") + "\n")
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := mcpserver.ServeIO(ctx, s, in, &out); err != nil && !strings.Contains(err.Error(), "EOF") {
+		t.Fatalf("serve: %v\n%s", err, out.String())
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("serving took %v: the end of stdin waited for an answer it had", took)
+	}
+	for _, want := range []string{`"id":2,"result"`, `"id":5,"result"`, `"code":-32700`} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("the output lacks %s:\n%s", want, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), `"code":-32600`); n != 3 {
+		t.Fatalf("%d invalid-request answers, want 3 (an object without jsonrpc, a batch, an object id):\n%s", n, out.String())
+	}
+}
