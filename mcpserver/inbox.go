@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -19,7 +20,7 @@ import (
 // InboxInput is check_inbox's input.
 type InboxInput struct {
 	Limit   int `json:"limit,omitempty" jsonschema:"how many messages at most, 1 to 100 (default 10)"`
-	MaxText int `json:"max_text,omitempty" jsonschema:"show at most this many characters of each text (default 2000); claim shows it whole"`
+	MaxText int `json:"max_text,omitempty" jsonschema:"show at most this many characters of each title and text, and leave out a machine payload longer than that (default 2000); claim shows a message whole"`
 }
 
 // Bounds of check_inbox's max_text: a page of long messages must not flood
@@ -29,10 +30,19 @@ const (
 	maxMaxText     = 1 << 20
 )
 
-// preview cuts m's text to n characters, saying so.
+// preview bounds m to about n characters of each part, saying so: its title
+// and text cut, its machine payload left out when its JSON is longer (a
+// Mail's carries every part whole).
 func preview(m *Message, n int) {
-	if r := []rune(m.Text); len(r) > n {
-		m.Text, m.Truncated = string(r[:n])+"…", true
+	for _, f := range []*string{&m.Title, &m.Text} {
+		if r := []rune(*f); len(r) > n {
+			*f, m.Truncated = string(r[:n])+"…", true
+		}
+	}
+	if m.Machine != nil {
+		if b, err := json.Marshal(m.Machine); err != nil || utf8.RuneCount(b) > n {
+			m.Machine, m.Truncated = nil, true
+		}
 	}
 }
 
@@ -54,7 +64,9 @@ type Message struct {
 	To    []string `json:"to,omitempty"`
 	Title string   `json:"title,omitempty"`
 	Text  string   `json:"text,omitempty"`
-	// Truncated says Text is a preview (check_inbox's max_text).
+	// Truncated says the message is a preview (check_inbox's max_text):
+	// its title or text cut, or its machine payload left out; claim
+	// shows it whole.
 	Truncated bool   `json:"truncated,omitempty"`
 	Format    string `json:"format,omitempty"`
 	Topic     string `json:"topic,omitempty"`
