@@ -19,29 +19,15 @@ import (
 func TestStdinEndAnswersWhatWasAsked(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t, core.Config{})
-	s, err := mcpserver.New(srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := strings.NewReader(strings.Join([]string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	out, took := serveLines(t, srv,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"send_message","arguments":{"to":["did:agent:bob"],"text":"piped"}}}`,
-		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"claim","arguments":{"wait_ms":300}}}`,
-	}, "\n") + "\n")
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	start := time.Now()
-	if err := mcpserver.ServeIO(ctx, s, in, &out); err != nil && !strings.Contains(err.Error(), "EOF") {
-		t.Fatalf("serve: %v", err)
-	}
-	if took := time.Since(start); took > 10*time.Second {
+		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"claim","arguments":{"wait_ms":300}}}`)
+	if took > 10*time.Second {
 		t.Fatalf("serving took %v", took)
 	}
 	for _, want := range []string{`"id":1,"result"`, `"id":2,"result"`, `"id":"three","result"`} {
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("the output lacks %s:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Fatalf("the output lacks %s:\n%s", want, out)
 		}
 	}
 	res, err := srv.Admin.Sync(context.Background(), wire.SyncQuery{Owner: "did:agent:bob", Box: model.Inbox})
@@ -56,21 +42,39 @@ func TestStdinEndAnswersWhatWasAsked(t *testing.T) {
 // and counts as answered, so the end of stdin waits for nothing more.
 func TestStdinBadLinesAreAnswered(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Start(t, core.Config{})
-	s, err := mcpserver.New(srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := strings.NewReader(strings.Join([]string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	out, took := serveLines(t, testserver.Start(t, core.Config{}),
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"claim","arguments":{"wait_ms":300}}}`,
 		`garbage`,
 		`{"foo":1}`,
 		`[{"jsonrpc":"2.0","id":3,"method":"tools/list"}]`,
 		`{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
-		`{"jsonrpc":"2.0","id":5.0,"method":"tools/list"}`,
-	}, "\n") + "\n")
+		`{"jsonrpc":"2.0","id":5.0,"method":"tools/list"}`)
+	if took > 10*time.Second {
+		t.Fatalf("serving took %v: the end of stdin waited for an answer it had", took)
+	}
+	for _, want := range []string{`"id":2,"result"`, `"id":5,"result"`, `"code":-32700`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the output lacks %s:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, `"code":-32600`); n != 3 {
+		t.Fatalf("%d invalid-request answers, want 3 (an object without jsonrpc, a batch, an object id):\n%s", n, out)
+	}
+}
+
+// serveLines serves lines, then the end of stdin, to ann's MCP server over
+// stdio, after initializing the session; it returns what was written and
+// how long serving took.
+func serveLines(t *testing.T, srv *testserver.Server, lines ...string) (string, time.Duration) {
+	t.Helper()
+	s, err := mcpserver.New(srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.NewReader(strings.Join(append([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	}, lines...), "\n") + "\n")
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -78,15 +82,5 @@ func TestStdinBadLinesAreAnswered(t *testing.T) {
 	if err := mcpserver.ServeIO(ctx, s, in, &out); err != nil && !strings.Contains(err.Error(), "EOF") {
 		t.Fatalf("serve: %v\n%s", err, out.String())
 	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Fatalf("serving took %v: the end of stdin waited for an answer it had", took)
-	}
-	for _, want := range []string{`"id":2,"result"`, `"id":5,"result"`, `"code":-32700`} {
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("the output lacks %s:\n%s", want, out.String())
-		}
-	}
-	if n := strings.Count(out.String(), `"code":-32600`); n != 3 {
-		t.Fatalf("%d invalid-request answers, want 3 (an object without jsonrpc, a batch, an object id):\n%s", n, out.String())
-	}
+	return out.String(), time.Since(start)
 }
