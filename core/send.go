@@ -170,14 +170,10 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if err != nil {
 		return nil, err
 	}
-	if out.repeat {
-		return firstAnswer(out.answer, res)
-	}
-	if !out.scheduled {
-		return res, nil
-	}
-	return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(out.due), ScheduledID: out.id,
-		DeliveredRecipients: []string{}, DroppedRecipients: []string{}, DeliveredAgents: []string{}}, nil
+	return answerOf(out, res, func() *wire.DispatchResult {
+		return &wire.DispatchResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(out.due), ScheduledID: out.id,
+			DeliveredRecipients: []string{}, DroppedRecipients: []string{}, DeliveredAgents: []string{}}
+	})
 }
 
 // PostSend stores an outbound message: a copy in the author's OUTBOX, a
@@ -225,14 +221,10 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	if err != nil {
 		return nil, err
 	}
-	if out.repeat {
-		return firstAnswer(out.answer, res)
-	}
-	if !out.scheduled {
-		return res, nil
-	}
-	return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(out.due), ScheduledID: out.id,
-		Deliveries: []wire.Delivery{}, LocalRecipients: []string{}, DroppedRecipients: []string{}}, nil
+	return answerOf(out, res, func() *wire.PostSendResult {
+		return &wire.PostSendResult{OK: true, MsgID: c.id, ScheduledDeliveryTime: scheduledFor(out.due), ScheduledID: out.id,
+			Deliveries: []wire.Delivery{}, LocalRecipients: []string{}, DroppedRecipients: []string{}}
+	})
 }
 
 // noGroupRecipient refuses a post_send naming a group in msg.to: the
@@ -279,6 +271,18 @@ type sent struct {
 // place of an answer: a repeat of the part finds its bucket again
 // (AddMailPart), and a repeat without aggregate is not the same request.
 var aggregatedAnswer = []byte(`"aggregated"`)
+
+// answerOf is a send's answer: its plan's (planned), the entry's when it
+// was scheduled, or the first send's when it was a repeat.
+func answerOf[T any](out sent, planned *T, scheduled func() *T) (*T, error) {
+	switch {
+	case out.repeat:
+		return firstAnswer(out.answer, planned)
+	case out.scheduled:
+		return scheduled(), nil
+	}
+	return planned, nil
+}
 
 // firstAnswer is the answer a repeat gets: the first send's, kept with its
 // key. A key bound before answers were kept has none; the repeat, which
