@@ -279,6 +279,22 @@ func RepeatedKey(key string, answer []byte) *model.Error {
 		Message: fmt.Sprintf("idempotency key %q was used for this message already: a repeat writes nothing", key)}
 }
 
+// BoundKey is the verdict on a plan whose idempotency key was bound to the
+// plan's message before it (both drivers decide it here): a repeat of the
+// delayed send that made entry sched, due at dueAtMS, unless the plan is
+// that entry coming due (KeyScheduled); a repeat of the send made now that
+// kept answer (KeyRepeated), unless the plan materializes an entry or a
+// Mail; else nil, the plan goes ahead.
+func BoundKey(p *Plan, sched, dueAtMS int64, answer []byte) error {
+	switch {
+	case sched != 0 && sched != p.ConsumeSchedule:
+		return ScheduledByKey(p.Idem.Key, sched, dueAtMS)
+	case sched == 0 && p.ConsumeSchedule == 0 && p.ConsumeMail == nil:
+		return RepeatedKey(p.Idem.Key, answer)
+	}
+	return nil
+}
+
 // ScheduleQuery selects pending entries: those of one sender, for one
 // recipient, of one op ("dispatch" or "post_send"), or any of these ("" selects
 // all); at most Limit of them.

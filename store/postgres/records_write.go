@@ -220,15 +220,10 @@ func checkIdem(ctx context.Context, tx pgx.Tx, idem *store.Idempotency, msgID st
 // what the plan's statements wrote.
 func checkPlanIdem(ctx context.Context, tx pgx.Tx, p *store.Plan) error {
 	k, err := boundIdem(ctx, tx, p.Idem, p.MsgID)
-	switch {
-	case err != nil:
+	if err != nil || !k.found {
 		return err
-	case k.sched != 0 && k.sched != p.ConsumeSchedule:
-		return store.ScheduledByKey(p.Idem.Key, k.sched, k.due)
-	case k.found && k.sched == 0 && p.ConsumeSchedule == 0 && p.ConsumeMail == nil:
-		return store.RepeatedKey(p.Idem.Key, k.answer)
 	}
-	return nil
+	return store.BoundKey(p, k.sched, k.due, k.answer)
 }
 
 // boundKey is what boundIdem found under a key: nothing (retention took

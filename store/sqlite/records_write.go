@@ -38,13 +38,13 @@ func (s *Store) Apply(ctx context.Context, p *store.Plan) (*store.ApplyResult, e
 func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, p *store.Plan, res *store.ApplyResult) error {
 	if p.Idem != nil {
 		k, err := s.bindIdem(ctx, tx, p.Idem, p.MsgID, p.NowMS)
-		switch {
-		case err != nil:
+		if err != nil {
 			return err
-		case k.sched != 0 && k.sched != p.ConsumeSchedule:
-			return store.ScheduledByKey(p.Idem.Key, k.sched, k.due)
-		case !k.fresh && k.sched == 0 && p.ConsumeSchedule == 0 && p.ConsumeMail == nil:
-			return store.RepeatedKey(p.Idem.Key, k.answer)
+		}
+		if !k.fresh {
+			if err := store.BoundKey(p, k.sched, k.due, k.answer); err != nil {
+				return err
+			}
 		}
 	}
 	var ref int64
