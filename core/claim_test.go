@@ -156,17 +156,18 @@ func TestClaimRules(t *testing.T) {
 }
 
 // TestStaleLeaseIsLeaseLost: once a lease no longer holds its record, a
-// state change naming it is lease_lost, whatever the record's state: a
-// repeated ack, or one after the lease ran out and the record went back
-// to the queue, tells the worker it lost the record, not that the
-// transition is not allowed.
+// state change naming it is lease_lost, whatever the record's state: an
+// ack after the holder released the record, or one after the lease ran
+// out and the record went back to the queue, tells the worker it lost
+// the record, not that the transition is not allowed. (A repeat of the
+// change that ended the lease is answered: TestRepeatedChangeIsAnswered.)
 func TestStaleLeaseIsLeaseLost(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
 	s := newService(t, clk)
 	ctx := context.Background()
 	bob := agent("did:bob")
-	for _, text := range []string{"acked twice", "acked late"} {
+	for _, text := range []string{"released, then acked", "acked late"} {
 		if _, err := s.PostSend(ctx, agent("did:alice"), &wire.PostSendRequest{Msg: chat("did:alice", []string{"did:bob"}, text)}); err != nil {
 			t.Fatal(err)
 		}
@@ -180,10 +181,10 @@ func TestStaleLeaseIsLeaseLost(t *testing.T) {
 		}
 	}
 	first := claimOne(t, s, bob, model.Inbox)
-	if _, err := s.SetState(ctx, bob, first.Record.RecordID, &wire.StateRequest{NewState: model.Readed, LeaseID: first.Record.Lease.ID}); err != nil {
+	if _, err := s.SetState(ctx, bob, first.Record.RecordID, &wire.StateRequest{NewState: model.Unread, LeaseID: first.Record.Lease.ID}); err != nil {
 		t.Fatal(err)
 	}
-	stale("the same ack again", first.Record.RecordID, first.Record.Lease.ID)
+	stale("an ack after a release", first.Record.RecordID, first.Record.Lease.ID)
 
 	second := claimOne(t, s, bob, model.Inbox)
 	clk.Advance(s.cfg.DefaultLease + time.Second)

@@ -58,7 +58,8 @@ func (s *Service) ReapExpired(ctx context.Context) (int, error) {
 		if r.Lease == nil {
 			continue
 		}
-		_, err := s.fail(ctx, r, r.Lease.ID, true, 0, "lease_expired", "the lease expired before an ack", model.EventLeaseExpired, nil)
+		f := failure{retryable: true, code: "lease_expired", msg: "the lease expired before an ack"}
+		_, err := s.fail(ctx, r, r.Lease.ID, false, f, model.EventLeaseExpired, nil)
 		switch {
 		case err == nil:
 			n++

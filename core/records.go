@@ -103,41 +103,6 @@ func (s *Service) firstClaim(next *nextCall, u *store.Update) (*firstClaim, stor
 	return f, claimParams(next.who, owner, box, f.tried, next.lease, next.req.Holder)
 }
 
-// requireHeld checks that a worker's ack, failure or lease extension
-// comes from the claim that holds the record. A lease that does not hold
-// it is lease_lost, whatever became of the record since (claimed again,
-// back in the queue after the lease ran out, or done): the worker learns
-// it no longer owns it, rather than that the record is in some state it
-// did not expect.
-func (s *Service) requireHeld(who model.Identity, rec model.Record, leaseID string) error {
-	held := model.HeldState(rec.BoxKind)
-	switch {
-	case leaseID != "" && (rec.State != held || rec.Lease == nil || rec.Lease.ID != leaseID):
-		return &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
-			Message: fmt.Sprintf("this lease does not hold the record (it is %s now): it expired and the record moved on, or it is another record's", rec.State)}
-	case rec.State != held:
-		return &model.Error{Kind: model.ErrInvalidTransition,
-			Message: fmt.Sprintf("the record is %s, not %s: claim it first", rec.State, held)}
-	}
-	return requireLease(who, rec, leaseID)
-}
-
-// requireLease refuses a change to a held record that does not name the
-// claim holding it. The lease is what tells one claim from the next:
-// workers often share a DID, and one whose lease ran out while it worked
-// must not finish a record another worker has claimed since, which it
-// could by naming no lease at all. An admin, acting by hand, may.
-func requireLease(who model.Identity, rec model.Record, leaseID string) error {
-	if leaseID != "" || isAdmin(who) || rec.State != model.HeldState(rec.BoxKind) {
-		return nil
-	}
-	until := ""
-	if rec.Lease != nil {
-		until = " until " + rfc3339(rec.Lease.ExpiresAtMS)
-	}
-	return model.Invalid("lease_id", fmt.Sprintf("is required: the record is held by a claim%s; give the lease_id the claim returned", until))
-}
-
 // SetState is update_record_state: a user-driven transition checked
 // against the transition table.
 func (s *Service) SetState(ctx context.Context, who model.Identity, recordID string, req *wire.StateRequest) (*wire.StateResult, error) {
@@ -149,11 +114,22 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if err != nil {
 		return nil, err
 	}
+	if repeatOf(rec, req.LeaseID, to) {
+		next, err := s.checkThenNext(ctx, who, rec, req.Next)
+		if err != nil {
+			return nil, err
+		}
+		body, err := s.bodyBefore(ctx, rec, orTrue(req.WithObject), next)
+		if err != nil {
+			return nil, err
+		}
+		return s.thenNext(ctx, rec, orTrue(req.WithObject), body, next)
+	}
 	// The lease first, as requireHeld: a holder that lost the record
 	// hears that, not what the record's state now forbids.
 	if req.LeaseID != "" && (rec.Lease == nil || rec.Lease.ID != req.LeaseID) {
 		return nil, &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
-			Message: fmt.Sprintf("this lease does not hold the record (it is %s now): it expired and the record moved on, or it is another record's", rec.State)}
+			Message: fmt.Sprintf("this lease does not hold the record (it is %s now): it expired and the record moved on, this claim ended it by another change, or it is another record's", rec.State)}
 	}
 	if err := model.CheckTransition(rec.BoxKind, rec.State, to); err != nil {
 		return nil, err
@@ -174,6 +150,8 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 		Delivery: rec.Delivery, NowMS: now, EventDetail: req.Reason}
 	if to == model.HeldState(rec.BoxKind) {
 		u.Lease = &model.Lease{ID: newLeaseID(), Holder: who.DID, ExpiresAtMS: now + s.cfg.DefaultLease.Milliseconds()}
+	} else {
+		u.EndsLease = req.LeaseID
 	}
 	if to == model.ClaimableState(rec.BoxKind) {
 		// Moved by hand, it is claimable at once (the update leaves its
@@ -238,8 +216,14 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireHeld(who, rec, req.LeaseID); err != nil {
-		return nil, err
+	repeat := repeatOf(rec, req.LeaseID, model.DoneState(rec.BoxKind))
+	if !r.OK {
+		repeat = repeatOf(rec, req.LeaseID, model.ClaimableState(rec.BoxKind), model.Dead)
+	}
+	if !repeat {
+		if err := s.requireHeld(who, rec, req.LeaseID); err != nil {
+			return nil, err
+		}
 	}
 	next, err := s.checkThenNext(ctx, who, rec, req.Next)
 	if err != nil {
@@ -248,6 +232,9 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 	body, err := s.bodyBefore(ctx, rec, orTrue(req.WithObject), next)
 	if err != nil {
 		return nil, err
+	}
+	if repeat {
+		return s.thenNext(ctx, rec, orTrue(req.WithObject), body, next)
 	}
 	leaseID := req.LeaseID
 	if leaseID == "" && rec.Lease != nil {
@@ -261,9 +248,11 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 		d.ExternalMsgID, d.DeliveredAtMS, d.NextRetryAtMS = r.ExternalMsgID, now, 0
 		clearFailure(&d)
 		out, err = s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID,
-			To: model.DoneState(rec.BoxKind), Delivery: d, NowMS: now, EventType: model.EventRecordDelivered}, next)
+			EndsLease: req.LeaseID, To: model.DoneState(rec.BoxKind), Delivery: d, NowMS: now,
+			EventType: model.EventRecordDelivered}, next)
 	} else {
-		out, err = s.fail(ctx, rec, leaseID, r.Retryable, r.RetryAfterMS, r.ErrorCode, r.ErrorMessage, "", next)
+		f := failure{retryable: r.Retryable, retryAfterMS: r.RetryAfterMS, code: r.ErrorCode, msg: r.ErrorMessage}
+		out, err = s.fail(ctx, rec, leaseID, req.LeaseID != "", f, "", next)
 	}
 	if err != nil {
 		return nil, err
@@ -355,13 +344,24 @@ func (s *Service) backoff(n int) time.Duration {
 	return min(d, s.cfg.BackoffMax)
 }
 
+// failure is what a failed attempt reports.
+type failure struct {
+	retryable    bool
+	retryAfterMS int64
+	code, msg    string
+}
+
 // fail counts a failed attempt of a held record and puts it back to wait
 // for max(backoff, retry_after) or, when it may not retry, makes it DEAD.
-func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, retryable bool, retryAfterMS int64, code, msg, eventType string, next *nextCall) (model.Record, error) {
+// byHolder says the lease's holder reports it, naming its lease, rather
+// than the reaper or an admin: the record then keeps the lease as ended
+// by its holder (Record.EndedLeaseID), and the report's repeat is known.
+func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, byHolder bool, f failure, eventType string, next *nextCall) (model.Record, error) {
 	now := s.nowMS()
 	d := rec.Delivery
 	d.Attempts++
-	d.ErrorCode, d.ErrorMessage, d.RetryAfterMS = code, msg, retryAfterMS
+	code, msg, retryable := f.code, f.msg, f.retryable
+	d.ErrorCode, d.ErrorMessage, d.RetryAfterMS = code, msg, f.retryAfterMS
 	d.LastError = code
 	if code == "" {
 		d.LastError = msg
@@ -369,12 +369,15 @@ func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, re
 		d.LastError = code + ": " + msg
 	}
 	u := &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID, NowMS: now, EventType: eventType}
+	if byHolder {
+		u.EndsLease = leaseID
+	}
 	limit := s.cfg.MaxAttempts
 	if rec.BoxKind == model.TunnelOutbox {
 		limit = s.cfg.TunnelMaxAttempts
 	}
 	if retryable && d.Attempts < limit {
-		wait := max(s.backoff(d.Attempts), time.Duration(retryAfterMS)*time.Millisecond)
+		wait := max(s.backoff(d.Attempts), time.Duration(f.retryAfterMS)*time.Millisecond)
 		d.NextRetryAtMS = now + wait.Milliseconds()
 		u.To, u.VisibleAtMS = model.ClaimableState(rec.BoxKind), d.NextRetryAtMS
 		if u.EventType == "" {
@@ -400,30 +403,6 @@ func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, re
 		s.cfg.Metrics.Retried(rec.BoxKind)
 	}
 	return out, nil
-}
-
-// ExtendLease lets the holder keep a claimed record longer.
-func (s *Service) ExtendLease(ctx context.Context, who model.Identity, recordID string, req *wire.LeaseRequest) (*wire.RecordWithMsg, error) {
-	lease, err := s.leaseDuration(req.LeaseMS)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := s.actOn(ctx, who, recordID)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.requireHeld(who, rec, req.LeaseID); err != nil {
-		return nil, err
-	}
-	now := s.nowMS()
-	l := *rec.Lease
-	l.ExpiresAtMS = now + lease.Milliseconds()
-	out, err := s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: l.ID, To: rec.State,
-		Delivery: rec.Delivery, Lease: &l, NowMS: now, EventType: model.EventLeaseExtended}, nil)
-	if err != nil {
-		return nil, err
-	}
-	return s.withMsg(ctx, out, true)
 }
 
 // Redrive returns a DEAD record to its waiting state with attempts reset.

@@ -269,7 +269,7 @@ func (t *tools) notHeld(ctx context.Context, tool, recordID, leaseID string, err
 	rec := &got.Record
 	switch st := rec.State; {
 	case st == model.DoneState(rec.BoxKind):
-		return rec, fmt.Errorf("%s: the message is done already (%s): acked by this claim before (an answer lost), or by another after this claim's lease ran out; nothing to do", tool, st)
+		return rec, fmt.Errorf("%s: the message is done already (%s): acked by another claim after this one ended (its lease ran out, or it gave the message back); nothing to do", tool, st)
 	case st == model.Dead:
 		return rec, fmt.Errorf("%s: the message is DEAD (dead-lettered) now; this claim no longer holds it", tool)
 	case st == model.HeldState(rec.BoxKind) && rec.Lease != nil && rec.Lease.ExpiresAtMS > time.Now().UnixMilli() &&

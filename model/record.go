@@ -21,6 +21,12 @@ type Record struct {
 	SortKey     int64    `json:"sort_key"`
 	Tags        []string `json:"tags,omitempty"`
 	Lease       *Lease   `json:"lease,omitempty"`
+	// EndedLeaseID is the lease whose holder made the record's last
+	// change, ending it (an ack, a failure, a release): a repeat of that
+	// change, its first answer lost, is then known for one and answered,
+	// not refused as lease_lost. Empty after any other change. Not on the
+	// wire: a lease id is its holder's to show.
+	EndedLeaseID string `json:"-"`
 }
 
 // Route says how a record reaches its external target: which tunnel, which

@@ -58,6 +58,8 @@ func scanRecord(row pgx.Row) (model.Record, error) {
 		if leaseHolder != nil {
 			r.Lease.Holder = *leaseHolder
 		}
+	} else if leaseID != nil {
+		r.EndedLeaseID = *leaseID
 	}
 	return r, nil
 }

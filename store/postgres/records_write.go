@@ -369,7 +369,7 @@ var sqlUpdate = `WITH c AS (
 			error_message = $7::text, retry_after_ms = $8::bigint, last_error = $9::text,
 			visible_at_ms = $10::bigint, lease_id = $11::text, lease_holder = $12::text,
 			lease_until_ms = $13::bigint, updated_at_ms = $14::bigint
-		WHERE record_id IN ($15::text, $22::text) AND state || '' = $16::text AND ($17::text = '' OR lease_id = $17::text)
+		WHERE record_id IN ($15::text, $22::text) AND state || '' = $16::text AND ($17::text = '' OR (lease_id = $17::text AND lease_until_ms IS NOT NULL))
 		RETURNING *
 	), notice AS (
 		INSERT INTO events (type, owner, box, record_id, msg_id, from_state, to_state, at_ms, detail)
@@ -407,6 +407,8 @@ func updateArgs(u *store.Update) []any {
 	var leaseID, holder, until any
 	if u.Lease != nil {
 		leaseID, holder, until = u.Lease.ID, u.Lease.Holder, u.Lease.ExpiresAtMS
+	} else if u.EndsLease != "" {
+		leaseID = u.EndsLease
 	}
 	typ := u.EventType
 	if typ == "" {

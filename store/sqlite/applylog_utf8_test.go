@@ -87,8 +87,8 @@ type setter struct {
 	set  func()
 }
 
-// stringSetters finds every string reachable from v (a pointer), each with
-// a function that makes it invalid UTF-8 in place.
+// stringSetters finds every string reachable from v (a pointer) that JSON
+// carries, each with a function that makes it invalid UTF-8 in place.
 func stringSetters(v any) []setter {
 	var out []setter
 	var walk func(v reflect.Value, path string)
@@ -100,7 +100,9 @@ func stringSetters(v any) []setter {
 			}
 		case reflect.Struct:
 			for i := range v.NumField() {
-				walk(v.Field(i), path+"."+v.Type().Field(i).Name)
+				if f := v.Type().Field(i); f.Tag.Get("json") != "-" { // not logged at all
+					walk(v.Field(i), path+"."+f.Name)
+				}
 			}
 		case reflect.Slice:
 			if v.Type().Elem().Kind() == reflect.Uint8 {

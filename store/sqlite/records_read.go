@@ -46,6 +46,8 @@ func scanRecord(sc scanner) (model.Record, error) {
 	}
 	if leaseUntil.Valid {
 		r.Lease = &model.Lease{ID: leaseID.String, Holder: leaseHolder.String, ExpiresAtMS: leaseUntil.Int64}
+	} else {
+		r.EndedLeaseID = leaseID.String
 	}
 	return r, nil
 }

@@ -99,7 +99,8 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 				external_msg_id = ?4, delivered_at_ms = ?5, error_code = ?6, error_message = ?7,
 				retry_after_ms = ?8, last_error = ?9, visible_at_ms = ?10, lease_id = ?11,
 				lease_holder = ?12, lease_until_ms = ?13, updated_at_ms = ?14
-			WHERE rid = ` + ridParams(15, 18) + ` AND state = ?16 AND (?17 = '' OR lease_id = ?17)
+			WHERE rid = ` + ridParams(15, 18) + ` AND state = ?16
+				AND (?17 = '' OR (lease_id = ?17 AND lease_until_ms IS NOT NULL))
 			RETURNING ` + recordCols},
 		{&st.recordState, `SELECT state, COALESCE(lease_id, '') FROM records WHERE rid = ` + ridParams(1, 2)},
 		{&st.consumeSched, `DELETE FROM scheduled WHERE sched_id = ?`},

@@ -16,6 +16,7 @@ func updateTests() []testCase {
 		{"WrongFromConflicts", testUpdateWrongFrom},
 		{"LeaseMismatchConflicts", testUpdateLeaseMismatch},
 		{"NoExpectedLeaseComparesFromOnly", testUpdateNoExpectedLease},
+		{"EndedLeaseIsKeptNotHeld", testUpdateEndsLease},
 		{"MissingIsNotFound", testUpdateNotFound},
 		{"DeliveryAndLeaseRoundTrip", testUpdateRoundTrip},
 		{"AppendsEvent", testUpdateEvent},
@@ -88,6 +89,54 @@ func testUpdateLeaseMismatch(t *testing.T, s store.Store) {
 	u.ExpectLeaseID = "L2"
 	if got := mustUpdate(t, s, u); got.State != model.Sent || got.Lease != nil {
 		t.Fatalf("Update with the current lease = %s, want SENT without lease", dump(got))
+	}
+}
+
+// A holder's change that ends its lease (EndsLease) leaves the lease's id
+// on the record as EndedLeaseID, which is not a lease: a compare-and-set
+// expecting it conflicts. Any later change without EndsLease, a claim
+// included, forgets it, and so does an expiry's (ExpectLeaseID alone).
+func testUpdateEndsLease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := seedBox(t, s, "endslease", tunnel, model.TunnelOutbox, 1, base, nil)[0]
+	ended := func(got model.Record, id, what string) {
+		t.Helper()
+		if got.Lease != nil || got.EndedLeaseID != id {
+			t.Fatalf("%s: lease %s, ended lease %q; want no lease, ended lease %q", what, dump(got.Lease), got.EndedLeaseID, id)
+		}
+		if g := mustGet(t, s, r.RecordID); g.Lease != nil || g.EndedLeaseID != id {
+			t.Fatalf("%s: GetRecord has lease %s, ended lease %q; want no lease, ended lease %q", what, dump(g.Lease), g.EndedLeaseID, id)
+		}
+	}
+	mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+10, "L1"))
+	got := mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L1", EndsLease: "L1",
+		To: model.Sent, Delivery: model.Delivery{Attempts: 1}, NowMS: base + 20, EventType: model.EventRecordDelivered})
+	ended(got, "L1", "acked by its holder")
+
+	_, err := s.Update(ctx, &store.Update{RecordID: r.RecordID, From: model.Sent, ExpectLeaseID: "L1", To: model.Wait,
+		NowMS: base + 30, EventType: model.EventRecordState})
+	requireErrIs(t, err, model.ErrConflict, "Update expecting a lease that was ended")
+	ended(mustGet(t, s, r.RecordID), "L1", "after the refused Update")
+
+	got = mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sent, To: model.Wait,
+		Delivery: model.Delivery{Attempts: 1}, NowMS: base + 40, EventType: model.EventRecordState})
+	ended(got, "", "moved by hand")
+
+	c := mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+50, "L2"))
+	if c.Lease == nil || c.Lease.ID != "L2" || c.EndedLeaseID != "" {
+		t.Fatalf("claim: lease %s, ended lease %q; want lease L2 and no ended lease", dump(c.Lease), c.EndedLeaseID)
+	}
+	got = mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L2", To: model.Wait,
+		Delivery: model.Delivery{Attempts: 2}, NowMS: base + 60, EventType: model.EventLeaseExpired})
+	ended(got, "", "expired")
+
+	mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+70, "L3"))
+	got = mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L3", EndsLease: "L3",
+		To: model.Wait, Delivery: model.Delivery{Attempts: 3}, VisibleAtMS: base + 80, NowMS: base + 71, EventType: model.EventRecordRetry})
+	ended(got, "L3", "failed by its holder")
+	c = mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+90, "L4"))
+	if c.Lease == nil || c.Lease.ID != "L4" || c.EndedLeaseID != "" {
+		t.Fatalf("claim after a failure: lease %s, ended lease %q; want lease L4 and no ended lease", dump(c.Lease), c.EndedLeaseID)
 	}
 }
 
