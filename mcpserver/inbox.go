@@ -86,10 +86,10 @@ func (t *tools) checkInbox(ctx context.Context, _ *mcp.CallToolRequest, in Inbox
 	if err != nil {
 		return nil, out, err
 	}
-	if in.MaxText < 0 || in.MaxText > maxMaxText {
-		return nil, out, fmt.Errorf("max_text: %d is out of range 1..%d", in.MaxText, maxMaxText)
+	maxText, err := maxTextOf(in.MaxText)
+	if err != nil {
+		return nil, out, err
 	}
-	maxText := cmp.Or(in.MaxText, defaultMaxText)
 	ctx, cancel := t.bounded(ctx, 0)
 	defer cancel()
 	// One more than asked says whether more wait.
@@ -111,6 +111,14 @@ func (t *tools) checkInbox(ctx context.Context, _ *mcp.CallToolRequest, in Inbox
 		out.Messages = append(out.Messages, m)
 	}
 	return nil, out, nil
+}
+
+// maxTextOf checks a max_text input (0: the default).
+func maxTextOf(n int) (int, error) {
+	if n < 0 || n > maxMaxText {
+		return 0, fmt.Errorf("max_text: %d is out of range 1..%d", n, maxMaxText)
+	}
+	return cmp.Or(n, defaultMaxText), nil
 }
 
 // readable is a record and its message as the tools show them.

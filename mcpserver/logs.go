@@ -17,6 +17,7 @@ type GroupInput struct {
 	Group    string `json:"group" jsonschema:"the group's DID; the agent must be one of its members"`
 	AfterSeq int64  `json:"after_seq,omitempty" jsonschema:"next_after_seq of the last call; 0 reads from the beginning"`
 	Limit    int    `json:"limit,omitempty" jsonschema:"how many messages at most, 1 to 100 (default 10)"`
+	MaxText  int    `json:"max_text,omitempty" jsonschema:"show at most this many characters of each title and text, and leave out a machine payload longer than that (default 2000)"`
 }
 
 // GroupOutput is a page of a group's log.
@@ -39,6 +40,10 @@ func (t *tools) readGroup(ctx context.Context, _ *mcp.CallToolRequest, in GroupI
 	if err != nil {
 		return nil, out, err
 	}
+	maxText, err := maxTextOf(in.MaxText)
+	if err != nil {
+		return nil, out, err
+	}
 	ctx, cancel := t.bounded(ctx, 0)
 	defer cancel()
 	res, err := t.c.Sync(ctx, wire.SyncQuery{Owner: in.Group, Box: model.GroupInbox, AfterSeq: in.AfterSeq,
@@ -51,7 +56,9 @@ func (t *tools) readGroup(ctx context.Context, _ *mcp.CallToolRequest, in GroupI
 			out.More = true
 			break
 		}
-		out.Messages = append(out.Messages, readable(it))
+		m := readable(it)
+		preview(&m, maxText)
+		out.Messages = append(out.Messages, m)
 		out.NextAfterSeq = it.Record.Seq
 	}
 	return nil, out, nil

@@ -279,6 +279,7 @@ func TestBadInputIsRefusedAndSendsNothing(t *testing.T) {
 		{"send_message", map[string]any{"to": []string{"did:agent:bob"}, "text": strings.Repeat("x", 1<<20+10)}, "text: the message is too large"},
 		{"read_group", map[string]any{"group": ""}, "group: is required"},
 		{"read_group", map[string]any{"group": "did:group:g", "after_seq": -1}, "after_seq:"},
+		{"read_group", map[string]any{"group": "did:group:g", "max_text": 1<<20 + 1}, "max_text:"},
 		{"check_deliveries", map[string]any{"after": -1}, "after:"},
 		{"check_deliveries", map[string]any{"after": 1_000_000}, "after: 1000000 is beyond the end of the event log"},
 	} {
@@ -552,7 +553,7 @@ func TestReadGroup(t *testing.T) {
 	}
 	ann := session(t, srv.Client(t, "did:agent:ann", model.RoleAgent), "did:agent:ann")
 	bob := session(t, srv.Client(t, "did:agent:bob", model.RoleAgent), "did:agent:bob")
-	for _, text := range []string{"one", "two", "three"} {
+	for _, text := range []string{"one", "two", "three", strings.Repeat("long ", 100)} {
 		var sent mcpserver.SendOutput
 		call(t, ann, "send_message", map[string]any{"group": "did:group:log", "text": text}, &sent)
 	}
@@ -563,7 +564,7 @@ func TestReadGroup(t *testing.T) {
 	}
 	var first, second mcpserver.GroupOutput
 	call(t, bob, "read_group", map[string]any{"group": "did:group:log", "limit": 2}, &first)
-	call(t, bob, "read_group", map[string]any{"group": "did:group:log", "after_seq": first.NextAfterSeq}, &second)
+	call(t, bob, "read_group", map[string]any{"group": "did:group:log", "after_seq": first.NextAfterSeq, "limit": 1}, &second)
 	var got []string
 	for _, m := range append(first.Messages, second.Messages...) {
 		got = append(got, m.Text)
@@ -571,8 +572,14 @@ func TestReadGroup(t *testing.T) {
 			t.Fatalf("a group message reads %+v", m)
 		}
 	}
-	if strings.Join(got, " ") != "one two three" || !first.More || second.More {
+	if strings.Join(got, " ") != "one two three" || !first.More || !second.More {
 		t.Fatalf("pages %+v then %+v", first, second)
+	}
+	// A page is bounded as check_inbox's is: max_text cuts each text.
+	var last mcpserver.GroupOutput
+	call(t, bob, "read_group", map[string]any{"group": "did:group:log", "after_seq": second.NextAfterSeq, "max_text": 20}, &last)
+	if len(last.Messages) != 1 || !last.Messages[0].Truncated || len([]rune(last.Messages[0].Text)) > 21 || last.More {
+		t.Fatalf("the long message with max_text 20: %+v", last)
 	}
 	mallory := session(t, srv.Client(t, "did:agent:mallory", model.RoleAgent), "did:agent:mallory")
 	if msg := callErr(t, mallory, "read_group", map[string]any{"group": "did:group:log"}); !strings.Contains(msg, "forbidden") {
