@@ -7,6 +7,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -15,16 +16,48 @@ import (
 	"github.com/msgcenter/msgcenter/wire"
 )
 
-// repeatOf reports whether a holder's change under leaseID, one that
-// leaves the record in one of states, was made already: its lease ended
-// by its holder's own hand and the record is still as that change left
-// it. The request is then a repeat whose first answer was lost (a
-// timeout, a dropped connection), and it is answered with the record as
-// it is, changing nothing, as SQS answers a delete under a receipt handle
-// used before. A late report under a lease that ran out, or one that
-// another change has followed since, is still lease_lost.
-func repeatOf(rec model.Record, leaseID string, states ...model.State) bool {
-	return leaseID != "" && rec.EndedLeaseID == leaseID && slices.Contains(states, rec.State)
+// repeatOf reports whether a holder's change under leaseID, of the kind
+// by and leaving the record in one of states, was made already: its lease
+// ended by its holder's own change of that kind and the record is still
+// as that change left it. The request is then a repeat whose first answer
+// was lost (a timeout, a dropped connection), and it is answered with the
+// record as it is, changing nothing, as SQS answers a delete under a
+// receipt handle used before. A report under a lease that ran out, one of
+// another kind (a failure after a release), or one that another change
+// has followed since, is still lease_lost.
+func repeatOf(rec model.Record, leaseID string, by model.EndedBy, states ...model.State) bool {
+	e := rec.Ended
+	return leaseID != "" && e != nil && e.ID == leaseID && e.By == by && slices.Contains(states, rec.State)
+}
+
+// setBy is the kind of change a state set under a lease is: setting the
+// done state is an ack, as a success reported is.
+func setBy(box model.BoxKind, to model.State) model.EndedBy {
+	if to == model.DoneState(box) {
+		return model.EndedByAck
+	}
+	return model.EndedBySet
+}
+
+// endedBy is the ended lease a holder's change under leaseID leaves on
+// its record; none for a change that names no lease (an admin's).
+func endedBy(leaseID string, by model.EndedBy) *model.EndedLease {
+	if leaseID == "" {
+		return nil
+	}
+	return &model.EndedLease{ID: leaseID, By: by}
+}
+
+// errRepeated is update's answer when its compare-and-set lost to the
+// very change it would have made (the same ending of the same lease): a
+// repeat sent while the first was still being written, or a store's own
+// retry of a write whose commit answer it lost. The record is as the
+// caller asked; it must neither fail nor count the change a second time.
+var errRepeated = errors.New("core: the change was made by a repeat")
+
+// sameEnd reports whether cur is what u, ending a lease, would have made.
+func sameEnd(cur model.Record, u *store.Update) bool {
+	return u.EndsLease != nil && cur.Ended != nil && *cur.Ended == *u.EndsLease && cur.State == u.To
 }
 
 // requireHeld checks that a worker's ack, failure or lease extension

@@ -39,7 +39,9 @@ func notVisible() error { return model.NotFound("record") }
 // is made in the same write when next would make it at once, and left in
 // next.first: a worker's ack and claim then wait for the store's writer
 // once, not twice. was is the record as the caller read it before the
-// change (deliveryNotice).
+// change (deliveryNotice). A compare-and-set lost to the very change u
+// would make, ending the same lease the same way, is errRepeated with the
+// record as that change left it.
 func (s *Service) update(ctx context.Context, was model.Record, u *store.Update, next *nextCall) (model.Record, error) {
 	if err := s.deliveryNotice(ctx, was, u); err != nil {
 		return was, err
@@ -75,6 +77,9 @@ func (s *Service) update(ctx context.Context, was model.Record, u *store.Update,
 	cur, gerr := s.st.GetRecord(ctx, u.RecordID)
 	if gerr != nil {
 		return rec, gerr
+	}
+	if sameEnd(cur, u) {
+		return cur, errRepeated
 	}
 	if u.ExpectLeaseID != "" && cur.State == u.From && (cur.Lease == nil || cur.Lease.ID != u.ExpectLeaseID) {
 		return cur, &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
@@ -114,7 +119,7 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if err != nil {
 		return nil, err
 	}
-	if repeatOf(rec, req.LeaseID, to) {
+	if repeatOf(rec, req.LeaseID, setBy(rec.BoxKind, to), to) {
 		next, err := s.checkThenNext(ctx, who, rec, req.Next)
 		if err != nil {
 			return nil, err
@@ -151,7 +156,7 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if to == model.HeldState(rec.BoxKind) {
 		u.Lease = &model.Lease{ID: newLeaseID(), Holder: who.DID, ExpiresAtMS: now + s.cfg.DefaultLease.Milliseconds()}
 	} else {
-		u.EndsLease = req.LeaseID
+		u.EndsLease = endedBy(req.LeaseID, setBy(rec.BoxKind, to))
 	}
 	if to == model.ClaimableState(rec.BoxKind) {
 		// Moved by hand, it is claimable at once (the update leaves its
@@ -170,10 +175,11 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 		u.EventType = model.EventRecordDead
 	}
 	out, err := s.update(ctx, rec, u, next)
-	if err != nil {
+	switch {
+	case errors.Is(err, errRepeated):
+	case err != nil:
 		return nil, err
-	}
-	if to == model.Dead {
+	case to == model.Dead:
 		s.cfg.Metrics.Dead(rec.BoxKind)
 	}
 	return s.thenNext(ctx, out, orTrue(req.WithObject), body, next)
@@ -216,9 +222,12 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 	if err != nil {
 		return nil, err
 	}
-	repeat := repeatOf(rec, req.LeaseID, model.DoneState(rec.BoxKind))
-	if !r.OK {
-		repeat = repeatOf(rec, req.LeaseID, model.ClaimableState(rec.BoxKind), model.Dead)
+	repeat := repeatOf(rec, req.LeaseID, model.EndedByAck, model.DoneState(rec.BoxKind))
+	switch {
+	case !r.OK && r.Retryable: // retried, or DEAD out of attempts
+		repeat = repeatOf(rec, req.LeaseID, model.EndedByFail, model.ClaimableState(rec.BoxKind), model.Dead)
+	case !r.OK:
+		repeat = repeatOf(rec, req.LeaseID, model.EndedByFail, model.Dead)
 	}
 	if !repeat {
 		if err := s.requireHeld(who, rec, req.LeaseID); err != nil {
@@ -248,13 +257,13 @@ func (s *Service) ReportDelivery(ctx context.Context, who model.Identity, record
 		d.ExternalMsgID, d.DeliveredAtMS, d.NextRetryAtMS = r.ExternalMsgID, now, 0
 		clearFailure(&d)
 		out, err = s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID,
-			EndsLease: req.LeaseID, To: model.DoneState(rec.BoxKind), Delivery: d, NowMS: now,
-			EventType: model.EventRecordDelivered}, next)
+			EndsLease: endedBy(req.LeaseID, model.EndedByAck), To: model.DoneState(rec.BoxKind), Delivery: d,
+			NowMS: now, EventType: model.EventRecordDelivered}, next)
 	} else {
 		f := failure{retryable: r.Retryable, retryAfterMS: r.RetryAfterMS, code: r.ErrorCode, msg: r.ErrorMessage}
 		out, err = s.fail(ctx, rec, leaseID, req.LeaseID != "", f, "", next)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, errRepeated) {
 		return nil, err
 	}
 	return s.thenNext(ctx, out, orTrue(req.WithObject), body, next)
@@ -355,7 +364,7 @@ type failure struct {
 // for max(backoff, retry_after) or, when it may not retry, makes it DEAD.
 // byHolder says the lease's holder reports it, naming its lease, rather
 // than the reaper or an admin: the record then keeps the lease as ended
-// by its holder (Record.EndedLeaseID), and the report's repeat is known.
+// by its holder (Record.Ended), and the report's repeat is known.
 func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, byHolder bool, f failure, eventType string, next *nextCall) (model.Record, error) {
 	now := s.nowMS()
 	d := rec.Delivery
@@ -370,7 +379,7 @@ func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, by
 	}
 	u := &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: leaseID, NowMS: now, EventType: eventType}
 	if byHolder {
-		u.EndsLease = leaseID
+		u.EndsLease = endedBy(leaseID, model.EndedByFail)
 	}
 	limit := s.cfg.MaxAttempts
 	if rec.BoxKind == model.TunnelOutbox {
@@ -395,7 +404,7 @@ func (s *Service) fail(ctx context.Context, rec model.Record, leaseID string, by
 	u.Delivery = d
 	out, err := s.update(ctx, rec, u, next)
 	if err != nil {
-		return out, err
+		return out, err // errRepeated included: the first counted it
 	}
 	if u.To == model.Dead {
 		s.cfg.Metrics.Dead(rec.BoxKind)

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,6 +49,13 @@ func TestRepeatedChangeIsAnswered(t *testing.T) {
 		{name: "failure then ack", first: fail, second: ack, state: model.Unread, attempts: 1, lost: true},
 		{name: "ack then failure", first: ack, second: fail, state: model.Readed, attempts: 1, lost: true},
 		{name: "release then ack", first: set(model.Unread), second: ack, state: model.Unread, lost: true},
+		{name: "release then failure", first: set(model.Unread), second: fail, state: model.Unread, lost: true},
+		{name: "release then failure to DEAD", first: set(model.Unread), second: failDead, state: model.Unread, lost: true},
+		{name: "failure then release", first: fail, second: set(model.Unread), state: model.Unread, attempts: 1, lost: true},
+		{name: "set DEAD then failure", first: set(model.Dead), second: failDead, state: model.Dead, lost: true},
+		{name: "failure to DEAD then set DEAD", first: failDead, second: set(model.Dead), state: model.Dead, attempts: 1, lost: true},
+		{name: "retryable failure then failure to DEAD", first: fail, second: failDead, state: model.Unread, attempts: 1, lost: true},
+		{name: "ack then set DEAD", first: ack, second: set(model.Dead), state: model.Readed, attempts: 1, lost: true},
 		{name: "ack after expiry", second: ack, expire: true, state: model.Unread, attempts: 1, lost: true},
 		{name: "failure after expiry", second: fail, expire: true, state: model.Unread, attempts: 1, lost: true},
 	} {
@@ -135,6 +143,48 @@ func TestRepeatedAckWithNext(t *testing.T) {
 	if again.Record.State != model.Readed || again.Next.Record.RecordID == first.Next.Record.RecordID {
 		t.Fatalf("repeat: %s with next %s; want READED and the third record (the first's next is held)",
 			again.Record.State, again.Next.Record.RecordID)
+	}
+}
+
+// TestConcurrentRepeatsAreAnswered: repeats sent while the first is
+// still being written (a client that retries on a short timeout) all get
+// the record as acked, not a conflict, and the ack is counted once.
+func TestConcurrentRepeatsAreAnswered(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	bob := agent("did:bob")
+	const records, tries = 20, 4
+	for i := range records {
+		mustDispatch(t, s, chat("did:alice", []string{"did:bob"}, fmt.Sprintf("m%d", i)))
+	}
+	for range records {
+		held := claimOne(t, s, bob, model.Inbox)
+		req := &wire.DeliveryRequest{LeaseID: held.Record.Lease.ID, Result: &wire.DeliveryResult{OK: true}}
+		errs := make(chan error, tries)
+		for range tries {
+			go func() {
+				got, err := s.ReportDelivery(ctx, bob, held.Record.RecordID, req)
+				if err == nil && (got.Record.State != model.Readed || got.Record.Delivery.Attempts != 1) {
+					err = fmt.Errorf("answered %s after %d attempts", got.Record.State, got.Record.Delivery.Attempts)
+				}
+				errs <- err
+			}()
+		}
+		for range tries {
+			if err := <-errs; err != nil {
+				t.Fatalf("one of %d concurrent acks of %s: %v", tries, held.Record.RecordID, err)
+			}
+		}
+	}
+	delivered := 0
+	for _, e := range allEventsOf(t, s) {
+		if e.Type == model.EventRecordDelivered {
+			delivered++
+		}
+	}
+	if delivered != records {
+		t.Fatalf("%d record.delivered events for %d records acked", delivered, records)
 	}
 }
 

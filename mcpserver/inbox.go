@@ -221,9 +221,9 @@ func (t *tools) ack(ctx context.Context, _ *mcp.CallToolRequest, in AckInput) (*
 	defer cancel()
 	got, err := t.c.Ack(ctx, in.RecordID, in.LeaseID, "")
 	if err != nil {
-		// Done already is an error too: whose ack it was cannot be told
-		// (a lease is forgotten when it ends), and a worker whose lease
-		// ran out must learn that someone else may have done the work.
+		// The same ack again is answered as the first (the server knows
+		// a repeat); done already by another claim is an error: a worker
+		// whose lease ran out must learn that someone else did the work.
 		_, herr := t.notHeld(ctx, "ack", in.RecordID, in.LeaseID, err)
 		return nil, Outcome{}, herr
 	}
@@ -276,8 +276,10 @@ func (t *tools) notHeld(ctx context.Context, tool, recordID, leaseID string, err
 	}
 	rec := &got.Record
 	switch st := rec.State; {
-	case st == model.DoneState(rec.BoxKind):
+	case st == model.DoneState(rec.BoxKind) && tool == "ack":
 		return rec, fmt.Errorf("%s: the message is done already (%s): acked by another claim after this one ended (its lease ran out, or it gave the message back); nothing to do", tool, st)
+	case st == model.DoneState(rec.BoxKind):
+		return rec, fmt.Errorf("%s: the message is done already (%s): acked, by this claim or by another after this one ended; it can no longer fail", tool, st)
 	case st == model.Dead:
 		return rec, fmt.Errorf("%s: the message is DEAD (dead-lettered) now; this claim no longer holds it", tool)
 	case st == model.HeldState(rec.BoxKind) && rec.Lease != nil && rec.Lease.ExpiresAtMS > time.Now().UnixMilli() &&

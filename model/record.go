@@ -21,13 +21,29 @@ type Record struct {
 	SortKey     int64    `json:"sort_key"`
 	Tags        []string `json:"tags,omitempty"`
 	Lease       *Lease   `json:"lease,omitempty"`
-	// EndedLeaseID is the lease whose holder made the record's last
-	// change, ending it (an ack, a failure, a release): a repeat of that
-	// change, its first answer lost, is then known for one and answered,
-	// not refused as lease_lost. Empty after any other change. Not on the
-	// wire: a lease id is its holder's to show.
-	EndedLeaseID string `json:"-"`
+	// Ended is the lease whose holder made the record's last change,
+	// ending it (an ack, a failure, a release), and the kind of change: a
+	// repeat of that change, its first answer lost, is then known for one
+	// and answered, not refused as lease_lost. Nil after any other change.
+	// Not on the wire: a lease id is its holder's to show.
+	Ended *EndedLease `json:"-"`
 }
+
+// EndedLease is a lease its holder ended, and how (Record.Ended).
+type EndedLease struct {
+	ID string
+	By EndedBy
+}
+
+// EndedBy is the kind of change that ended a lease. A store keeps it
+// where the lease's holder was (a lease that ended has no holder).
+type EndedBy string
+
+const (
+	EndedByAck  EndedBy = "ack"  // a success reported, or the done state set
+	EndedByFail EndedBy = "fail" // a failure reported
+	EndedBySet  EndedBy = "set"  // another state set: a release, DEAD, ARCHIVED, DELETED
+)
 
 // Route says how a record reaches its external target: which tunnel, which
 // platform account and address. It lives on the record, not the message, so

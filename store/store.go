@@ -83,7 +83,8 @@ type Store interface {
 	Claim(ctx context.Context, p ClaimParams) (model.Record, error)
 	// Update is a compare-and-set on one record: it applies only if the
 	// record is still in From (and, when ExpectLeaseID is set, still holds
-	// that lease, not merely ended it: Record.EndedLeaseID). Otherwise model.ErrConflict and nothing changes.
+	// that lease, not merely ended it: Record.Ended). Otherwise
+	// model.ErrConflict and nothing changes.
 	Update(ctx context.Context, u *Update) (model.Record, error)
 	// UpdateThenClaim is Update and then, only if the update succeeded, a
 	// Claim of p, as one write where the store can (a worker's ack that
@@ -343,8 +344,9 @@ type Update struct {
 	Lease *model.Lease
 	// EndsLease, with Lease nil, is the lease the holder ends by this
 	// change (ExpectLeaseID, given by the holder itself rather than by a
-	// reaper): the record keeps it as its EndedLeaseID.
-	EndsLease   string `json:",omitempty"`
+	// reaper) and what kind of change it is: the record keeps it as its
+	// Ended.
+	EndsLease   *model.EndedLease `json:",omitempty"`
 	NowMS       int64
 	EventType   string
 	EventDetail string

@@ -59,7 +59,10 @@ func scanRecord(row pgx.Row) (model.Record, error) {
 			r.Lease.Holder = *leaseHolder
 		}
 	} else if leaseID != nil {
-		r.EndedLeaseID = *leaseID
+		r.Ended = &model.EndedLease{ID: *leaseID}
+		if leaseHolder != nil {
+			r.Ended.By = model.EndedBy(*leaseHolder)
+		}
 	}
 	return r, nil
 }

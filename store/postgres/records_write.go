@@ -407,8 +407,8 @@ func updateArgs(u *store.Update) []any {
 	var leaseID, holder, until any
 	if u.Lease != nil {
 		leaseID, holder, until = u.Lease.ID, u.Lease.Holder, u.Lease.ExpiresAtMS
-	} else if u.EndsLease != "" {
-		leaseID = u.EndsLease
+	} else if e := u.EndsLease; e != nil {
+		leaseID, holder = e.ID, string(e.By)
 	}
 	typ := u.EventType
 	if typ == "" {

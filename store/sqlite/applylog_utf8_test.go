@@ -58,7 +58,9 @@ func TestLogEntriesRefuseInvalidUTF8Everywhere(t *testing.T) {
 			return &store.ClaimParams{Owner: "o", Box: model.Inbox, From: model.Unread, To: model.Reading, LeaseID: "l", Holder: "h"}
 		}, func(v any) *logEntry { return claimEntry(v.(*store.ClaimParams), nil) }},
 		{"update", func() any {
-			return &store.Update{RecordID: "r", From: model.Reading, To: model.Readed, Lease: &model.Lease{ID: "l"}}
+			return &store.Update{RecordID: "r", From: model.Reading, To: model.Readed, Lease: &model.Lease{ID: "l"},
+				EndsLease: &model.EndedLease{ID: "e", By: model.EndedByAck}, Notice: &store.Notice{Owner: "o"},
+				Receipt: &model.Receipt{MsgID: "m"}}
 		}, func(v any) *logEntry { return updateEntry(v.(*store.Update), nil) }},
 	}
 	for _, c := range cases {

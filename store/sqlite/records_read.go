@@ -46,8 +46,8 @@ func scanRecord(sc scanner) (model.Record, error) {
 	}
 	if leaseUntil.Valid {
 		r.Lease = &model.Lease{ID: leaseID.String, Holder: leaseHolder.String, ExpiresAtMS: leaseUntil.Int64}
-	} else {
-		r.EndedLeaseID = leaseID.String
+	} else if leaseID.Valid {
+		r.Ended = &model.EndedLease{ID: leaseID.String, By: model.EndedBy(leaseHolder.String)}
 	}
 	return r, nil
 }

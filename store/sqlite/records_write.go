@@ -215,8 +215,8 @@ func (s *Store) updateTx(ctx context.Context, tx *sql.Tx, u *store.Update) (mode
 	var leaseID, holder, until any
 	if u.Lease != nil {
 		leaseID, holder, until = u.Lease.ID, u.Lease.Holder, u.Lease.ExpiresAtMS
-	} else if u.EndsLease != "" {
-		leaseID = u.EndsLease
+	} else if e := u.EndsLease; e != nil {
+		leaseID, holder = e.ID, string(e.By)
 	}
 	lo, hi, legacy := idArgs(u.RecordID)
 	rec, err := scanRecord(w.bind(&w.update, w.st.update).QueryRowContext(ctx, string(u.To), d.Attempts, d.NextRetryAtMS,

@@ -155,9 +155,10 @@ func claimEntry(p *store.ClaimParams, changed func() []model.Record) *logEntry {
 func updateEntry(u *store.Update, changed func() []model.Record) *logEntry {
 	ok := utf8.ValidString
 	d := &u.Delivery
-	if !ok(u.RecordID) || !ok(string(u.From)) || !ok(u.ExpectLeaseID) || !ok(u.EndsLease) || !ok(string(u.To)) || !ok(u.EventType) ||
+	if !ok(u.RecordID) || !ok(string(u.From)) || !ok(u.ExpectLeaseID) || !ok(string(u.To)) || !ok(u.EventType) ||
 		!ok(u.EventDetail) || !ok(d.ExternalMsgID) || !ok(d.ErrorCode) || !ok(d.ErrorMessage) || !ok(d.LastError) ||
 		(u.Lease != nil && (!ok(u.Lease.ID) || !ok(u.Lease.Holder))) ||
+		(u.EndsLease != nil && (!ok(u.EndsLease.ID) || !ok(string(u.EndsLease.By)))) ||
 		(u.Notice != nil && (!ok(u.Notice.Owner) || !ok(u.Notice.Type) || !ok(u.Notice.Detail))) ||
 		(u.Receipt != nil && !receiptIsUTF8(u.Receipt)) {
 		return nil

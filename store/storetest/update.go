@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -93,50 +94,52 @@ func testUpdateLeaseMismatch(t *testing.T, s store.Store) {
 }
 
 // A holder's change that ends its lease (EndsLease) leaves the lease's id
-// on the record as EndedLeaseID, which is not a lease: a compare-and-set
-// expecting it conflicts. Any later change without EndsLease, a claim
-// included, forgets it, and so does an expiry's (ExpectLeaseID alone).
+// and the kind of change on the record as Ended, which is not a lease: a
+// compare-and-set expecting it conflicts. Any later change without
+// EndsLease, a claim included, forgets it, and so does an expiry's
+// (ExpectLeaseID alone).
 func testUpdateEndsLease(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := seedBox(t, s, "endslease", tunnel, model.TunnelOutbox, 1, base, nil)[0]
-	ended := func(got model.Record, id, what string) {
+	ended := func(got model.Record, want *model.EndedLease, what string) {
 		t.Helper()
-		if got.Lease != nil || got.EndedLeaseID != id {
-			t.Fatalf("%s: lease %s, ended lease %q; want no lease, ended lease %q", what, dump(got.Lease), got.EndedLeaseID, id)
-		}
-		if g := mustGet(t, s, r.RecordID); g.Lease != nil || g.EndedLeaseID != id {
-			t.Fatalf("%s: GetRecord has lease %s, ended lease %q; want no lease, ended lease %q", what, dump(g.Lease), g.EndedLeaseID, id)
+		for _, g := range []model.Record{got, mustGet(t, s, r.RecordID)} {
+			if g.Lease != nil || !reflect.DeepEqual(g.Ended, want) {
+				t.Fatalf("%s: lease %s, ended %+v; want no lease, ended %+v", what, dump(g.Lease), g.Ended, want)
+			}
 		}
 	}
 	mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+10, "L1"))
-	got := mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L1", EndsLease: "L1",
+	l1 := &model.EndedLease{ID: "L1", By: model.EndedByAck}
+	got := mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L1", EndsLease: l1,
 		To: model.Sent, Delivery: model.Delivery{Attempts: 1}, NowMS: base + 20, EventType: model.EventRecordDelivered})
-	ended(got, "L1", "acked by its holder")
+	ended(got, l1, "acked by its holder")
 
 	_, err := s.Update(ctx, &store.Update{RecordID: r.RecordID, From: model.Sent, ExpectLeaseID: "L1", To: model.Wait,
 		NowMS: base + 30, EventType: model.EventRecordState})
 	requireErrIs(t, err, model.ErrConflict, "Update expecting a lease that was ended")
-	ended(mustGet(t, s, r.RecordID), "L1", "after the refused Update")
+	ended(mustGet(t, s, r.RecordID), l1, "after the refused Update")
 
 	got = mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sent, To: model.Wait,
 		Delivery: model.Delivery{Attempts: 1}, NowMS: base + 40, EventType: model.EventRecordState})
-	ended(got, "", "moved by hand")
+	ended(got, nil, "moved by hand")
 
 	c := mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+50, "L2"))
-	if c.Lease == nil || c.Lease.ID != "L2" || c.EndedLeaseID != "" {
-		t.Fatalf("claim: lease %s, ended lease %q; want lease L2 and no ended lease", dump(c.Lease), c.EndedLeaseID)
+	if c.Lease == nil || c.Lease.ID != "L2" || c.Ended != nil {
+		t.Fatalf("claim: lease %s, ended %+v; want lease L2 and none ended", dump(c.Lease), c.Ended)
 	}
 	got = mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L2", To: model.Wait,
 		Delivery: model.Delivery{Attempts: 2}, NowMS: base + 60, EventType: model.EventLeaseExpired})
-	ended(got, "", "expired")
+	ended(got, nil, "expired")
 
 	mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+70, "L3"))
-	got = mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L3", EndsLease: "L3",
+	l3 := &model.EndedLease{ID: "L3", By: model.EndedByFail}
+	got = mustUpdate(t, s, &store.Update{RecordID: r.RecordID, From: model.Sending, ExpectLeaseID: "L3", EndsLease: l3,
 		To: model.Wait, Delivery: model.Delivery{Attempts: 3}, VisibleAtMS: base + 80, NowMS: base + 71, EventType: model.EventRecordRetry})
-	ended(got, "L3", "failed by its holder")
+	ended(got, l3, "failed by its holder")
 	c = mustClaim(t, s, claimParams(tunnel, model.TunnelOutbox, base+90, "L4"))
-	if c.Lease == nil || c.Lease.ID != "L4" || c.EndedLeaseID != "" {
-		t.Fatalf("claim after a failure: lease %s, ended lease %q; want lease L4 and no ended lease", dump(c.Lease), c.EndedLeaseID)
+	if c.Lease == nil || c.Lease.ID != "L4" || c.Ended != nil {
+		t.Fatalf("claim after a failure: lease %s, ended %+v; want lease L4 and none ended", dump(c.Lease), c.Ended)
 	}
 }
 
