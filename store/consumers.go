@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/msgcenter/msgcenter/model"
 )
@@ -52,7 +53,9 @@ type Consumers interface {
 	//   - its state is terminal and updated_at_ms < p.TerminalBeforeMS[its
 	//     box family] (a family absent from the map keeps its records), or
 	//   - p.Acked is set, it is in a consumer's box at or below that
-	//     consumer's AckedSeq, and it is not held (READING);
+	//     consumer's AckedSeq, and the queue is not working on it
+	//     (AckedPurgeable: not held, not DEAD, no failed attempt waiting
+	//     for its retry);
 	// and in both cases no consumer whose source is the record's box has a
 	// SourceSeq below the record's seq: a consumer that has not examined a
 	// record yet still needs it. The consumer check is made in the deleting
@@ -65,6 +68,18 @@ type Consumers interface {
 	// last record goes before that time is remembered, and goes at a later
 	// pass once it is old enough, if nothing refers to it by then.
 	Purge(ctx context.Context, p PurgeParams) (PurgeResult, error)
+}
+
+// AckedPurgeable is the SQL condition on a consumer's record (alias r)
+// that lets a cursor moved past it delete it: a record the consumer also
+// works as a queue is not done by the cursor's passing. Held (READING),
+// DEAD (a dead letter, listed and redrivable until its family's
+// retention period), or UNREAD after a failed attempt (waiting for its
+// retry), it stays; finished, it goes by its family's period.
+func AckedPurgeable(r string) string {
+	c := model.ConsumerBox("x")
+	return fmt.Sprintf("%[1]s.state NOT IN ('%[2]s', '%[3]s') AND NOT (%[1]s.state = '%[4]s' AND %[1]s.attempts > 0)",
+		r, model.HeldState(c), model.Dead, model.ClaimableState(c))
 }
 
 // ConsumerQuery selects consumers; empty fields match all.

@@ -110,11 +110,12 @@ func deleteGroupLog(ctx context.Context, tx pgx.Tx, beforeMS int64, limit int) (
 }
 
 // sqlPurgeAcked deletes at most $2 records of consumers' boxes at or below
-// their consumer's cursor that are not held.
+// their consumer's cursor that are not in the queue's hands
+// (store.AckedPurgeable).
 var sqlPurgeAcked = `DELETE FROM records WHERE record_id IN (
 		SELECT r.record_id FROM consumers k
 		JOIN records r ON r.owner = k.owner AND r.box = $1::text || k.name AND r.seq <= k.acked_seq
-		WHERE k.acked_seq > 0 AND r.state <> '` + string(model.HeldState(model.ConsumerBox("x"))) + `'
+		WHERE k.acked_seq > 0 AND ` + store.AckedPurgeable("r") + `
 			AND NOT ` + unexamined + `
 		LIMIT $2
 		FOR UPDATE OF r SKIP LOCKED)

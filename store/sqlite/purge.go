@@ -244,11 +244,11 @@ func terminalQuery(cutoffs map[model.BoxKind]int64, limit int) (string, []any) {
 }
 
 // ackedQuery is the DELETE of at most limit records of consumers' boxes at
-// or below their consumer's cursor and not held, walking each consumer's
-// box by seq.
-const ackedQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM consumers k
+// or below their consumer's cursor and not in the queue's hands (store.
+// AckedPurgeable), walking each consumer's box by seq.
+var ackedQuery = `DELETE FROM records WHERE rowid IN (SELECT r.rowid FROM consumers k
 		JOIN records r ON r.owner = k.owner AND r.box = 'CONSUMER:' || k.name AND r.seq <= k.acked_seq
-		WHERE k.acked_seq > 0 AND r.state <> 'READING' AND NOT ` + unexamined + `
+		WHERE k.acked_seq > 0 AND ` + store.AckedPurgeable("r") + ` AND NOT ` + unexamined + `
 		LIMIT ?)
 	RETURNING box, msg_id, owner, thread_key, record_id`
 

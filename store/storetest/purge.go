@@ -18,6 +18,7 @@ func purgeTests() []testCase {
 		{"GroupLogByAge", testPurgeGroupLog},
 		{"UnexaminedByConsumerKept", testPurgeConsumerProtects},
 		{"AckedConsumerRecords", testPurgeAcked},
+		{"AckedSparesQueueWork", testPurgeAckedSparesQueueWork},
 		{"Bodies", testPurgeBodies},
 		{"Events", testPurgeEvents},
 		{"NothingToDo", testPurgeNothing},
