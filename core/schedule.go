@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/msgcenter/msgcenter/message"
@@ -124,11 +125,31 @@ func (s *Service) materialize(ctx context.Context, e *store.ScheduleEntry) error
 				return s.dropEntry(ctx, e, "dropping delayed group post: its author left the group", "group", m.From, "author", m.Source)
 			}
 		}
+		// A recipient that became a group since would get the message
+		// in the group's own INBOX, which no member reads, as a send made
+		// now would be refused for (noGroupRecipient).
+		if err := s.noGroupRecipient(ctx, c.msg.To); errors.Is(err, model.ErrInvalid) {
+			return s.dropEntry(ctx, e, "dropping delayed message: a recipient is a group now ("+err.Error()+")")
+		} else if err != nil {
+			return err
+		}
 		var sc *wire.SendCtx
 		if len(e.Ctx) > 0 {
 			_ = json.Unmarshal(e.Ctx, &sc)
 		}
-		p, _, err = s.planPostSend(ctx, c, sc, now, false)
+		var res *wire.PostSendResult
+		p, res, err = s.planPostSend(ctx, c, sc, now, false)
+		if err == nil && !res.OK {
+			// Every recipient blocks the author now: a send made now
+			// would be answered "blocked"; this one has no one to
+			// answer but the author's event log.
+			return s.dropEntry(ctx, e, "dropping delayed message: every recipient blocks its author now ("+
+				strings.Join(res.DroppedRecipients, ", ")+")")
+		}
+		if err == nil && len(res.DroppedRecipients) > 0 {
+			s.log.Info("delayed message: some recipients block its author now and do not get it",
+				"msg_id", e.MsgID, "dropped", res.DroppedRecipients)
+		}
 	}
 	if err != nil {
 		return err
