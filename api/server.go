@@ -148,11 +148,13 @@ func (a *API) routes() []route {
 	r := func(method, pattern string, h handlerFunc, query ...string) route {
 		return route{Route: Route{Method: method, Pattern: pattern, Query: query}, h: h}
 	}
-	// A stream takes other parameters too: EventSource polyfills add
-	// lastEventId when they reconnect, and a 400 would end the stream for
-	// good. (Its own parameters are still checked by its handler.)
+	// A stream also takes what EventSource clients add: the polyfills'
+	// lastEventId on reconnect (a 400 would end the stream for good) and a
+	// cache buster. Any other parameter is refused, as on every route: a
+	// mistyped cursor would replay the log from its start.
 	stream := func(pattern string, h handlerFunc, query ...string) route {
-		return route{Route: Route{Method: "GET", Pattern: pattern, Query: query, AnyQuery: true}, stream: true, h: h}
+		query = append(query, lastEventIDParam, "_")
+		return route{Route: Route{Method: "GET", Pattern: pattern, Query: query}, stream: true, h: h}
 	}
 	return []route{
 		// Probes and scrapers may add parameters of their own (cache

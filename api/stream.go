@@ -108,20 +108,19 @@ func negotiate(r *http.Request) streamMode {
 }
 
 // startCursor is the cursor to resume after: the Last-Event-ID header (an
-// EventSource reconnecting to the same URL sends it) wins over the query
-// parameter. from names where it came from (param or the header), for
-// errors about it; "" when the client sent neither.
+// EventSource reconnecting to the same URL sends it) wins over the
+// lastEventId parameter (a polyfill's way of sending it), which wins over
+// the query parameter. from names where it came from, for errors about
+// it; "" when the client sent none.
 func startCursor(r *http.Request, param string) (after int64, from string, err error) {
-	// Streams take unknown parameters (EventSource polyfills add their
-	// own), but not a cursor given twice: which one would hold?
-	if len(r.URL.Query()[param]) > 1 {
-		return 0, "", model.Invalid(param, "is given more than once; give one cursor")
-	}
-	if after, err = queryInt(r, param); err != nil {
-		return 0, "", err
-	}
-	if r.URL.Query().Get(param) != "" {
-		from = param
+	for _, p := range []string{param, lastEventIDParam} {
+		n, err := queryInt(r, p)
+		if err != nil {
+			return 0, "", err
+		}
+		if r.URL.Query().Get(p) != "" {
+			after, from = n, p
+		}
 	}
 	if v := strings.TrimSpace(r.Header.Get(lastEventID)); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil {
@@ -135,14 +134,17 @@ func startCursor(r *http.Request, param string) (after int64, from string, err e
 	return after, from, nil
 }
 
-const lastEventID = "Last-Event-ID"
+const (
+	lastEventID      = "Last-Event-ID"
+	lastEventIDParam = "lastEventId"
+)
 
-// cursorErr names the header in an error the core found with a cursor
-// that came from it: the core knows it only as param.
+// cursorErr names the header or parameter in an error the core found
+// with a cursor that came from it: the core knows it only as param.
 func cursorErr(err error, param, from string) error {
 	var me *model.Error
-	if from == lastEventID && errors.As(err, &me) && me.Field == param {
-		me.Field = lastEventID
+	if from != "" && errors.As(err, &me) && me.Field == param {
+		me.Field = from
 	}
 	return err
 }
