@@ -98,11 +98,16 @@ func (c *Client) callAuth(ctx context.Context, method, path string, q url.Values
 	}
 	var body io.Reader
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
+		// Not json.Marshal: it writes <, > and & as six bytes each, so
+		// an HTML message well within the server's body limit could be
+		// sent over it.
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(in); err != nil {
 			return 0, fmt.Errorf("msgcenter: encode %s %s request: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body = &b
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {

@@ -107,6 +107,23 @@ func TestPostSendRequestAndResult(t *testing.T) {
 	}
 }
 
+// A request's JSON keeps <, > and & as they are (a message of HTML would
+// otherwise grow sixfold on the wire, over the server's body limit),
+// also inside a message's own JSON encoding.
+func TestRequestsAreNotHTMLEscaped(t *testing.T) {
+	f, c := newFake(t, 200, `{"ok":true,"msg_id":"cymsg:ab"}`)
+	html := "<tr><td>a & b</td></tr>"
+	_, err := c.PostSend(context.Background(), &wire.PostSendRequest{
+		Msg: &message.Message{From: "did:x:alice", To: []string{"did:x:bob"}, Content: message.Content{Content: html, Format: "text/html"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := f.last().Body; !strings.Contains(b, html) || strings.Contains(b, `\u003c`) {
+		t.Fatalf("body %s; want the HTML as it is", b)
+	}
+}
+
 func TestPathSegmentsAreEscaped(t *testing.T) {
 	const owner = "did:web:example.com/users/al ice"
 	cases := []struct {
