@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgcenter/msgcenter/client"
+	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
 
@@ -194,21 +196,28 @@ func summary(raw json.RawMessage) string {
 	return m.LogicalSender() + ": " + text
 }
 
-// printRecords renders records as a table; the SUMMARY column appears only
-// when the messages were fetched.
+// printRecords renders records as a table. The TARGET column appears
+// when some record is routed (a tunnel's outbox), LAST_ERROR when some
+// attempt failed (what a dead-letter list is read for), and SUMMARY when
+// the messages were fetched.
 func printRecords(w io.Writer, items []wire.RecordWithMsg) error {
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no records")
 		return nil
 	}
-	withMsg := false
+	withMsg, withTarget, withError := false, false, false
 	for _, it := range items {
-		if len(it.Msg) > 0 {
-			withMsg = true
-			break
-		}
+		withMsg = withMsg || len(it.Msg) > 0
+		withTarget = withTarget || target(it.Record.Route) != ""
+		withError = withError || it.Record.Delivery.LastError != ""
 	}
 	header := []string{"RECORD_ID", "STATE", "SEQ", "ATTEMPTS", "THREAD", "UPDATED"}
+	if withTarget {
+		header = append(header, "TARGET")
+	}
+	if withError {
+		header = append(header, "LAST_ERROR")
+	}
 	if withMsg {
 		header = append(header, "SUMMARY")
 	}
@@ -216,10 +225,36 @@ func printRecords(w io.Writer, items []wire.RecordWithMsg) error {
 	for _, it := range items {
 		r := it.Record
 		cols := []any{r.RecordID, r.State, r.Seq, r.Delivery.Attempts, r.ThreadKey, fmtMS(r.UpdatedAtMS)}
+		if withTarget {
+			cols = append(cols, orDash(target(r.Route)))
+		}
+		if withError {
+			cols = append(cols, orDash(oneLine(r.Delivery.LastError, 60)))
+		}
 		if withMsg {
 			cols = append(cols, summary(it.Msg))
 		}
 		row(tw, cols...)
 	}
 	return tw.Flush()
+}
+
+// target is whom a routed record goes to: its target DID, else the
+// platform address or chat.
+func target(rt *model.Route) string {
+	if rt == nil {
+		return ""
+	}
+	return cmp.Or(rt.TargetDID, rt.Address, rt.ChatID)
+}
+
+func orDash(s string) string { return cmp.Or(s, "-") }
+
+// oneLine is s on one line, cut to n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
 }
