@@ -50,11 +50,12 @@ func NewBot(ctx context.Context, token, apiURL string) (*bot.Bot, error) {
 // several messages, in order; the first one's id is the external id.
 func (s *Sender) Send(ctx context.Context, d *tunnel.Delivery) (string, error) {
 	chat, topic, hasTopic := strings.Cut(d.Route.ChatID, topicSep)
+	field := "chat_id"
 	if chat == "" {
-		chat = d.Route.Address
+		chat, field = d.Route.Address, "address (there is no chat_id)"
 	}
 	if _, err := strconv.ParseInt(chat, 10, 64); err != nil && !strings.HasPrefix(chat, "@") {
-		return "", tunnel.Permanent("bad_chat_id", fmt.Sprintf("route chat_id %q is neither a Telegram chat id nor an @channel", chat))
+		return "", tunnel.Permanent("bad_chat_id", fmt.Sprintf("route %s %q is neither a Telegram chat id nor an @channel", field, chat))
 	}
 	var thread int
 	if hasTopic {

@@ -283,6 +283,16 @@ func TestOutbound(t *testing.T) {
 	if len(sent) != 1 || sent[0] != (sentMsg{"-1001234", "in the topic", "56"}) {
 		t.Fatalf("sent %+v; want the topic's message alone", sent)
 	}
+	// A route with only an address that is no chat id is DEAD, and the
+	// error names the field the route has.
+	if _, err := tun.SetRoutes(ctx, "did:telegram:10", []model.ContactRoute{{Address: "tg:10"}}); err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Reply(t, agentDID, "did:telegram:10", "", "nowhere either")
+	testserver.WaitFor(t, "the bad address's message DEAD", func() bool { return srv.Record(t, addr).State == model.Dead })
+	if d := srv.Record(t, addr).Delivery; d.ErrorCode != "bad_chat_id" || !strings.Contains(d.ErrorMessage, `address (there is no chat_id) "tg:10"`) {
+		t.Fatalf("dead record %+v; want its error to name the route's address", d)
+	}
 
 	// A members group without a chat of its own reaches a person among
 	// its members in the person's chat, saying who wrote and where.

@@ -166,6 +166,9 @@ func Decode(body []byte) (*Inbound, error) {
 	if err := dec.Decode(new(json.RawMessage)); err != io.EOF {
 		return nil, errors.New("the body holds more than one JSON object")
 	}
+	if string(in.Machine) == "null" {
+		in.Machine = nil // as absent, not a payload
+	}
 	switch {
 	case strings.TrimSpace(in.ID) == "":
 		return nil, model.Invalid("id", "is required: the message's id in the sending system, so that a retried post makes nothing new")
@@ -181,6 +184,13 @@ func Decode(body []byte) (*Inbound, error) {
 		return nil, model.Invalid("reply_url", fmt.Sprintf("is %d bytes; at most %d", len(in.ReplyURL), maxRouteBytes))
 	case len(in.ChatID) > maxRouteBytes:
 		return nil, model.Invalid("chat_id", fmt.Sprintf("is %d bytes; at most %d", len(in.ChatID), maxRouteBytes))
+	}
+	for i, d := range in.To {
+		// As the tunnel's own --to: a name without did: would be an
+		// owner no agent reads, and the post answered as delivered.
+		if !strings.HasPrefix(d, "did:") || len(d) == len("did:") {
+			return nil, model.Invalid(fmt.Sprintf("to[%d]", i), fmt.Sprintf("%q is not a DID; give the agents', like did:agent:helper", d))
+		}
 	}
 	if in.ReplyURL != "" {
 		if err := checkURL(in.ReplyURL); err != nil {
