@@ -45,7 +45,13 @@ into the thread the route names (a chat_id of CHANNEL/THREAD_TS: inbound sets
 it to the thread the person wrote in, or one under their channel message). A
 rate limit is retried after Slack's Retry-After; a channel that is gone, an
 archived one or one the app is not in ends it as DEAD; other failures are
-retried with backoff.`,
+retried with backoff.
+
+The app's bot token needs the OAuth scopes chat:write (to post),
+channels:history and im:history (for message.channels and message.im) and
+app_mentions:read (for app_mention); groups:history and mpim:history too
+for private channels and group DMs. A send refused for a scope the token
+lacks names the scope in its last_error.`,
 		Example: `  msgcenter token create --did did:tunnel:slack --role tunnel
   MSGCENTER_TOKEN=<token> MSGCENTER_SLACK_TOKEN=xoxb-… MSGCENTER_SLACK_SIGNING_SECRET=… \
       msgcenter tunnel slack --did did:tunnel:slack --to did:agent:helper --listen 127.0.0.1:7431`,

@@ -11,6 +11,7 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -266,6 +267,10 @@ func classify(err error) error {
 		return tunnel.Retry("429", err.Error(), rl.RetryAfter)
 	case errors.As(err, &se) && permanent[se.Err]:
 		return tunnel.Permanent(se.Err, se.Err)
+	case errors.As(err, &se) && se.Needed != "":
+		// Retried: the app's scopes may be fixed meanwhile.
+		return tunnel.Retry(se.Err, fmt.Sprintf("the app's token lacks the scope %s (it has %s): add it to the Slack app and reinstall it",
+			se.Needed, cmp.Or(se.Provided, "none named")), 0)
 	case errors.As(err, &se):
 		return tunnel.Retry(se.Err, se.Err, 0) // invalid_auth while a token is fixed, fatal_error, …
 	}

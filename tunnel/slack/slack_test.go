@@ -270,6 +270,18 @@ func TestOutbound(t *testing.T) {
 	if d := srv.Record(t, gone).Delivery; d.ErrorCode != "channel_not_found" {
 		t.Fatalf("dead record %+v", d)
 	}
+	// A scope the app lacks is named, and retried (it may be added).
+	fake.mu.Lock()
+	fake.answers = []func(http.ResponseWriter){func(w http.ResponseWriter) {
+		fmt.Fprint(w, `{"ok":false,"error":"missing_scope","needed":"chat:write","provided":"channels:history"}`)
+	}}
+	fake.mu.Unlock()
+	scope := srv.Reply(t, agentDID, "did:slack:T1:U7", "", "three")
+	testserver.WaitFor(t, "the scope-less send back in WAIT", func() bool { r := srv.Record(t, scope); return r.State == model.Wait && r.Delivery.Attempts == 1 })
+	if d := srv.Record(t, scope).Delivery; d.ErrorCode != "missing_scope" || !strings.Contains(d.ErrorMessage, "lacks the scope chat:write (it has channels:history)") {
+		t.Fatalf("record refused for a scope %+v", d)
+	}
+	testserver.WaitFor(t, "the scope-less send SENT on its retry", func() bool { return srv.Record(t, scope).State == model.Sent })
 
 	// A route into a thread posts into it; a thread that is gone gets the
 	// answer in its channel.
