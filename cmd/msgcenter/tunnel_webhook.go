@@ -83,7 +83,7 @@ their Retry-After; other 4xx end it as DEAD.`,
 	f.bind(cmd.Flags())
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", "127.0.0.1:7430", "where inbound posts are taken (HOST:PORT)")
-	fl.StringVar(&secretFile, "secret-file", "", "file holding the shared secret, at least 16 bytes, used as written (or env "+envWebhookSecret+")")
+	fl.StringVar(&secretFile, "secret-file", "", "file holding the shared secret, at least 16 bytes, without the whitespace around it (a trailing newline is not part of it; or env "+envWebhookSecret+")")
 	fl.StringVar(&platform, "platform", "webhook", "the platform's name: in routes, and in the DIDs of senders named without one")
 	return cmd
 }
