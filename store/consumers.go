@@ -10,7 +10,9 @@ import (
 // Consumers is the storage of durable consumers and of retention. It is
 // part of Store; it lives in its own interface to be read in one place.
 type Consumers interface {
-	// CreateConsumer stores c (SourceSeq as given, AckedSeq 0) and appends
+	// CreateConsumer stores c (SourceSeq as given; AckedSeq the last seq
+	// its box had, 0 unless a deleted consumer of that name left records
+	// behind, whose seqs are not reused) and appends
 	// a consumer.created event. With fromEnd, c.SourceSeq is first set to
 	// the source box's last seq, read in the same transaction, so the
 	// consumer takes exactly what the source gets after it exists.

@@ -56,7 +56,7 @@ const sqlSourceEnd = `SELECT COALESCE((SELECT last_seq FROM box_seqs
 // both only if the consumer is new.
 const sqlCreateConsumer = `WITH ins AS (
 		INSERT INTO consumers (` + consumerCols + `)
-		VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8)
+		VALUES ($1, $2, $3, $4, $5, $6, $11, $7, $8)
 		ON CONFLICT (owner, name) DO NOTHING
 		RETURNING owner, name
 	), ev AS (
@@ -80,11 +80,16 @@ func (s *Store) CreateConsumer(ctx context.Context, c *model.Consumer, fromEnd b
 	var stored model.Consumer
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		stored = *c
-		stored.AckedSeq, stored.UpdatedAtMS = 0, updated
+		stored.UpdatedAtMS = updated
 		if fromEnd {
 			if err := tx.QueryRow(ctx, sqlSourceEnd, c.SourceOwner, string(c.SourceBox)).Scan(&stored.SourceSeq); err != nil {
 				return fail("create consumer: read source seq", err)
 			}
+		}
+		// A consumer made again under a deleted one's name starts its
+		// cursor where that one's box ended (its seqs are never reused).
+		if err := tx.QueryRow(ctx, sqlSourceEnd, c.Owner, consumerBoxPrefix+c.Name).Scan(&stored.AckedSeq); err != nil {
+			return fail("create consumer: read its box's seq", err)
 		}
 		detail, err := json.Marshal(stored)
 		if err != nil {
@@ -92,7 +97,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c *model.Consumer, fromEnd b
 		}
 		var n int
 		if err := tx.QueryRow(ctx, sqlCreateConsumer, c.Owner, c.Name, c.SourceOwner, string(c.SourceBox),
-			string(filter), stored.SourceSeq, c.CreatedAtMS, updated, consumerBoxPrefix, string(detail)).Scan(&n); err != nil {
+			string(filter), stored.SourceSeq, c.CreatedAtMS, updated, consumerBoxPrefix, string(detail), stored.AckedSeq).Scan(&n); err != nil {
 			return fail("create consumer", err)
 		}
 		if n == 0 {
@@ -110,7 +115,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c *model.Consumer, fromEnd b
 	if err != nil {
 		return err
 	}
-	c.SourceSeq, c.AckedSeq, c.UpdatedAtMS = stored.SourceSeq, 0, updated
+	c.SourceSeq, c.AckedSeq, c.UpdatedAtMS = stored.SourceSeq, stored.AckedSeq, updated
 	return nil
 }
 

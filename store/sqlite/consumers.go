@@ -69,19 +69,26 @@ func (s *Store) CreateConsumer(ctx context.Context, c *model.Consumer, fromEnd b
 	if updated == 0 {
 		updated = created
 	}
-	var sourceSeq int64
+	var sourceSeq, ackedSeq int64
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		sourceSeq = c.SourceSeq
+		last := tx.StmtContext(ctx, s.st.lastSeqW)
 		if fromEnd {
 			var err error
-			sourceSeq, err = lastSeqOf(ctx, tx.StmtContext(ctx, s.st.lastSeqW), c.SourceOwner, c.SourceBox)
+			sourceSeq, err = lastSeqOf(ctx, last, c.SourceOwner, c.SourceBox)
 			if err != nil {
 				return fmt.Errorf("sqlite: create consumer: %w", err)
 			}
 		}
+		// A consumer made again under a deleted one's name starts its
+		// cursor where that one's box ended (its seqs are never reused).
+		ackedSeq, err = lastSeqOf(ctx, last, c.Owner, model.ConsumerBox(c.Name))
+		if err != nil {
+			return fmt.Errorf("sqlite: create consumer: %w", err)
+		}
 		n, err := txExecN(ctx, tx, `INSERT INTO consumers (`+consumerCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (owner, name) DO NOTHING`,
-			c.Owner, c.Name, c.SourceOwner, string(c.SourceBox), string(filter), sourceSeq, created, updated)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (owner, name) DO NOTHING`,
+			c.Owner, c.Name, c.SourceOwner, string(c.SourceBox), string(filter), sourceSeq, ackedSeq, created, updated)
 		if err != nil {
 			return fmt.Errorf("sqlite: create consumer: %w", err)
 		}
@@ -89,7 +96,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c *model.Consumer, fromEnd b
 			return model.Conflict("name", fmt.Sprintf("consumer %q of %s already exists", c.Name, c.Owner))
 		}
 		stored := *c
-		stored.SourceSeq, stored.AckedSeq, stored.UpdatedAtMS = sourceSeq, 0, updated
+		stored.SourceSeq, stored.AckedSeq, stored.UpdatedAtMS = sourceSeq, ackedSeq, updated
 		detail, err := json.Marshal(stored)
 		if err != nil {
 			return fmt.Errorf("sqlite: create consumer: %w", err)
@@ -99,7 +106,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c *model.Consumer, fromEnd b
 	if err != nil {
 		return err
 	}
-	c.SourceSeq, c.AckedSeq, c.UpdatedAtMS = sourceSeq, 0, updated
+	c.SourceSeq, c.AckedSeq, c.UpdatedAtMS = sourceSeq, ackedSeq, updated
 	return nil
 }
 

@@ -22,6 +22,7 @@ func consumerTests() []testCase {
 		{"Ack", testConsumerAck},
 		{"BoxLastSeq", testBoxLastSeq},
 		{"DeleteRemovesRecordsAndBodies", testConsumerDelete},
+		{"RecreatedCursorStartsAfterTheOldBox", testConsumerRecreatedCursor},
 	}
 }
 
