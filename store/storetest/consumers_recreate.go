@@ -19,7 +19,7 @@ func testConsumerRecreatedCursor(t *testing.T, s store.Store) {
 	requireNoError(t, s.DeleteConsumer(ctx, bob, "again", base+2), "DeleteConsumer")
 
 	fresh := newConsumer(bob, "again", alice, model.Inbox) // created at base, as feedConsumer expects
-	fresh.SourceSeq = 3 // the old one's records are gone; the new one goes on from the source's end
+	fresh.SourceSeq = 3                                    // the old one's records are gone; the new one goes on from the source's end
 	mustCreateConsumer(t, s, fresh, false)
 	if fresh.AckedSeq != 3 {
 		t.Fatalf("CreateConsumer again: AckedSeq %d, want 3 (where the old box ended)", fresh.AckedSeq)
