@@ -18,8 +18,10 @@ func testConsumerRecreatedCursor(t *testing.T, s store.Store) {
 	mustAck(t, s, bob, "again", 1, base+1, 1)
 	requireNoError(t, s.DeleteConsumer(ctx, bob, "again", base+2), "DeleteConsumer")
 
-	fresh := newConsumer(bob, "again", alice, model.Inbox) // created at base, as feedConsumer expects
-	fresh.SourceSeq = 3                                    // the old one's records are gone; the new one goes on from the source's end
+	// Created at base, as feedConsumer expects; it goes on from the
+	// source's end, the old one's records being gone.
+	fresh := newConsumer(bob, "again", alice, model.Inbox)
+	fresh.SourceSeq = 3
 	mustCreateConsumer(t, s, fresh, false)
 	if fresh.AckedSeq != 3 {
 		t.Fatalf("CreateConsumer again: AckedSeq %d, want 3 (where the old box ended)", fresh.AckedSeq)
