@@ -203,7 +203,7 @@ To post in a group, --from is the group and --source its member, with no
 		},
 	}
 	f.bind(cmd.Flags())
-	cmd.Flags().StringVar(&tunnel, "tunnel", "", "deliver only through routes of this tunnel DID")
+	cmd.Flags().StringVar(&tunnel, "tunnel", "", "deliver only through routes of this tunnel DID (a delayed send whose recipient has no such route by its due time goes through the routes it has then)")
 	cmd.Flags().BoolVar(&allRoutes, "all-routes", false, "deliver through every route of a recipient, not only the best one")
 	cmd.Flags().StringVar(&mode, "mode", "", "delivery mode passed to the tunnel")
 	return cmd
