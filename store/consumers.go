@@ -56,8 +56,8 @@ type Consumers interface {
 	//     box family] (a family absent from the map keeps its records), or
 	//   - p.Acked is set, it is in a consumer's box at or below that
 	//     consumer's AckedSeq, and the queue is not working on it
-	//     (AckedPurgeable: not held, not DEAD, no failed attempt waiting
-	//     for its retry);
+	//     (AckedPurgeable: not held, not DEAD, not back in the queue after
+	//     a claim or a redrive);
 	// and in both cases no consumer whose source is the record's box has a
 	// SourceSeq below the record's seq: a consumer that has not examined a
 	// record yet still needs it. The consumer check is made in the deleting
@@ -76,11 +76,15 @@ type Consumers interface {
 // that lets a cursor moved past it delete it: a record the consumer also
 // works as a queue is not done by the cursor's passing. Held (READING),
 // DEAD (a dead letter, listed and redrivable until its family's
-// retention period), or UNREAD after a failed attempt (waiting for its
-// retry), it stays; finished, it goes by its family's period.
+// retention period), or UNREAD after the queue touched it (a failed
+// attempt waiting for its retry, a release, a redrive, which resets the
+// attempts but not the time of the change), it stays until it is
+// finished, then goes by its family's period. Only a record never
+// claimed, or finished, goes with the cursor.
 func AckedPurgeable(r string) string {
 	c := model.ConsumerBox("x")
-	return fmt.Sprintf("%[1]s.state NOT IN ('%[2]s', '%[3]s') AND NOT (%[1]s.state = '%[4]s' AND %[1]s.attempts > 0)",
+	return fmt.Sprintf("%[1]s.state NOT IN ('%[2]s', '%[3]s') AND NOT (%[1]s.state = '%[4]s' AND "+
+		"(%[1]s.attempts > 0 OR %[1]s.updated_at_ms <> %[1]s.created_at_ms))",
 		r, model.HeldState(c), model.Dead, model.ClaimableState(c))
 }
 
