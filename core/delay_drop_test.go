@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -90,5 +91,42 @@ func block(t *testing.T, s *Service, owner, blocked string) {
 	t.Helper()
 	if _, err := s.Block(context.Background(), admin, owner, blocked, true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDelayedGroupPostNoMemberTakes: a delayed group post that no other
+// member takes by its due time (each blocks the author) still goes to the
+// group's log, as a post made then does; it is not dropped.
+func TestDelayedGroupPostNoMemberTakes(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newService(t, clk)
+	ctx := context.Background()
+	const grp = "did:group:quiet"
+	alice := agent("did:alice")
+	if _, err := s.SetSubscribers(ctx, admin, grp, &wire.SubscribersRequest{Subscribers: []string{alice.DID, "did:x"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := chat(grp, nil, "to the log")
+	m.Source, m.Kind = alice.DID, message.KindGroupMsg
+	sent, err := s.PostSend(ctx, alice, &wire.PostSendRequest{Msg: m, DelayMS: ptr(int64(60_000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block(t, s, "did:x", alice.DID)
+	clk.Advance(2 * time.Minute)
+	if _, err := s.materializeDue(ctx, clk.Now().UnixMilli(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := syncAll(t, s, grp, model.GroupInbox); len(got) != 1 || got[0].Record.MsgID != sent.MsgID {
+		t.Fatalf("the group's log holds %q; want the post", texts(got))
+	}
+	if got := syncAll(t, s, "did:x", model.Inbox); len(got) != 0 {
+		t.Fatalf("the member who blocks the author got %q", texts(got))
+	}
+	for _, e := range allEventsOf(t, s) {
+		if e.Type == model.EventMsgDropped {
+			t.Fatalf("the post was dropped: %+v", e)
+		}
 	}
 }

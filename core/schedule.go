@@ -139,10 +139,11 @@ func (s *Service) materialize(ctx context.Context, e *store.ScheduleEntry) error
 		}
 		var res *wire.PostSendResult
 		p, res, err = s.planPostSend(ctx, c, sc, now, false)
-		if err == nil && !res.OK {
+		if err == nil && !res.OK && !c.isGroup {
 			// Every recipient blocks the author now: a send made now
-			// would be answered "blocked"; this one has no one to
-			// answer but the author's event log.
+			// would reach no one and be answered "blocked"; this one has
+			// no one to answer but the author's event log. (A group post
+			// still goes to the group's log, as one made now does.)
 			return s.dropEntry(ctx, e, "dropping delayed message: every recipient blocks its author now ("+
 				strings.Join(res.DroppedRecipients, ", ")+")")
 		}
