@@ -310,10 +310,11 @@ func (o *Outbox) keepLease(ctx context.Context, rec *wire.RecordWithMsg, abort f
 }
 
 // report tells the server how the send went. A report that cannot reach
-// the server is tried again until the lease would have run out; a report
-// the server refuses because the lease was lost is logged: the record went
-// back to its queue and will be sent again (unless it was an earlier try
-// of this report, whose answer was lost, that took).
+// the server is tried again until the lease would have run out (the
+// server answers a try repeating one it applied, whose answer was lost,
+// as it answered that one); a report the server refuses because the
+// lease was lost is logged: the record went back to its queue and will be
+// sent again.
 func (o *Outbox) report(ctx context.Context, rec *wire.RecordWithMsg, res wire.DeliveryResult) {
 	req := &wire.DeliveryRequest{Result: &res, WithObject: new(bool)}
 	if rec.Record.Lease != nil {
@@ -322,18 +323,13 @@ func (o *Outbox) report(ctx context.Context, rec *wire.RecordWithMsg, res wire.D
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.Lease)
 	defer cancel()
 	pause := newBackoff()
-	for retried := false; ; retried = true {
+	for {
 		_, err := o.Client.ReportDelivery(rctx, rec.Record.RecordID, req)
 		if err == nil {
 			return
 		}
 		var api *client.APIError
 		if errors.As(err, &api) && api.Status < 500 && api.Status != http.StatusTooManyRequests && api.Status != http.StatusRequestTimeout {
-			if retried && errors.Is(err, model.ErrLeaseLost) {
-				o.Logger.Info("tunnel: a delivery report was probably applied by an earlier try whose answer was lost",
-					"record_id", rec.Record.RecordID)
-				return
-			}
 			o.Logger.Warn("tunnel: the server refused a delivery report; the record will be sent again when its lease ends",
 				"record_id", rec.Record.RecordID, "ok", res.OK, "err", err)
 			return

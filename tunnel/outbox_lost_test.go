@@ -21,7 +21,7 @@ import (
 )
 
 // A report whose answer is lost on the way back (the server applied it)
-// is tried again and refused (lease_lost): the record is delivered, and
+// is tried again and answered as a repeat: the record is delivered, and
 // no other record is left claimed by nobody meanwhile (as one claimed in
 // the lost call would be).
 func TestOutboxLostReportAnswer(t *testing.T) {
