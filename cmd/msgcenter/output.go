@@ -208,7 +208,7 @@ func printRecords(w io.Writer, items []wire.RecordWithMsg) error {
 	withMsg, withTarget, withError := false, false, false
 	for _, it := range items {
 		withMsg = withMsg || len(it.Msg) > 0
-		withTarget = withTarget || target(it.Record.Route) != ""
+		withTarget = withTarget || target(it.Record) != ""
 		withError = withError || it.Record.Delivery.LastError != ""
 	}
 	header := []string{"RECORD_ID", "STATE", "SEQ", "ATTEMPTS", "THREAD", "UPDATED"}
@@ -226,7 +226,7 @@ func printRecords(w io.Writer, items []wire.RecordWithMsg) error {
 		r := it.Record
 		cols := []any{r.RecordID, r.State, r.Seq, r.Delivery.Attempts, r.ThreadKey, fmtMS(r.UpdatedAtMS)}
 		if withTarget {
-			cols = append(cols, orDash(target(r.Route)))
+			cols = append(cols, orDash(target(r)))
 		}
 		if withError {
 			cols = append(cols, orDash(oneLine(r.Delivery.LastError, 60)))
@@ -239,13 +239,14 @@ func printRecords(w io.Writer, items []wire.RecordWithMsg) error {
 	return tw.Flush()
 }
 
-// target is whom a routed record goes to: its target DID, else the
-// platform address or chat.
-func target(rt *model.Route) string {
-	if rt == nil {
-		return ""
+// target is whom a tunnel's outbox record goes to: its target DID, else
+// the platform address or chat. (An INBOX record's route is the way back
+// to its sender, not a target.)
+func target(r model.Record) string {
+	if rt := r.Route; rt != nil && r.BoxKind == model.TunnelOutbox {
+		return cmp.Or(rt.TargetDID, rt.Address, rt.ChatID)
 	}
-	return cmp.Or(rt.TargetDID, rt.Address, rt.ChatID)
+	return ""
 }
 
 func orDash(s string) string { return cmp.Or(s, "-") }
