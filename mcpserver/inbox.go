@@ -277,7 +277,7 @@ func (t *tools) notHeld(ctx context.Context, tool, recordID, leaseID string, err
 	rec := &got.Record
 	switch st := rec.State; {
 	case st == model.DoneState(rec.BoxKind) && tool == "ack":
-		return rec, fmt.Errorf("%s: the message is done already (%s): acked by another claim after this one ended (its lease ran out, or it gave the message back); nothing to do", tool, st)
+		return rec, fmt.Errorf("%s: the message is done already (%s), most likely acked by another claim after this one ended (its lease ran out, or it gave the message back); nothing to do", tool, st)
 	case st == model.DoneState(rec.BoxKind):
 		return rec, fmt.Errorf("%s: the message is done already (%s): acked, by this claim or by another after this one ended; it can no longer fail", tool, st)
 	case st == model.Dead:

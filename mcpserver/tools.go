@@ -101,7 +101,7 @@ func refused(tool string, err error) error {
 		}
 		switch ae.Code {
 		case wire.CodeLeaseLost:
-			return fmt.Errorf("%s: the lease is lost (it expired and the message went back to the inbox, or was claimed again): %s", tool, msg)
+			return fmt.Errorf("%s: the lease is lost (it expired and the message went back to the inbox or was claimed again, or this claim ended it by another change): %s", tool, msg)
 		case wire.CodeNotFound:
 			return fmt.Errorf("%s: not found: %s", tool, msg)
 		case wire.CodeTooLarge:

@@ -204,5 +204,9 @@ func copyRecord(r model.Record) model.Record {
 		l := *r.Lease
 		r.Lease = &l
 	}
+	if r.Ended != nil {
+		e := *r.Ended
+		r.Ended = &e
+	}
 	return r
 }
