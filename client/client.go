@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/msgcenter/msgcenter/model"
 )
@@ -34,10 +35,11 @@ const maxResponseBytes = 256 << 20
 // Client talks to one msgcenter server with one token. It is safe for
 // concurrent use.
 type Client struct {
-	base      string
-	token     string
-	http      *http.Client
-	userAgent string
+	base        string
+	token       string
+	http        *http.Client
+	userAgent   string
+	streamRetry func(err error, wait time.Duration)
 }
 
 // Option configures a Client.
@@ -57,6 +59,14 @@ func WithHTTPClient(h *http.Client) Option {
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option {
 	return func(c *Client) { c.userAgent = ua }
+}
+
+// WithStreamRetry sets a function the streams (StreamBox, StreamEvents)
+// call when a connection failed or dropped and they will connect again
+// after wait: a stream otherwise retries in silence, and a caller that
+// shows it to a person can say why nothing arrives (the server is down).
+func WithStreamRetry(fn func(err error, wait time.Duration)) Option {
+	return func(c *Client) { c.streamRetry = fn }
 }
 
 // New returns a client for the server at baseURL (for example

@@ -111,6 +111,9 @@ func (c *Client) stream(ctx context.Context, path, param string, after int64, fn
 		} else {
 			backoff = min(2*backoff, streamBackoffMax)
 		}
+		if c.streamRetry != nil {
+			c.streamRetry(err, delay)
+		}
 		if delay > 0 {
 			t := time.NewTimer(delay)
 			select {
@@ -142,10 +145,10 @@ func (c *Client) streamOnce(ctx context.Context, path, param string, after *int6
 	if err != nil {
 		return false, fmt.Errorf("msgcenter: build stream request: %w", err)
 	}
+	// The cursor goes as the parameter only: a Last-Event-ID header would
+	// win over it and name itself in an error about a cursor the user
+	// gave as a parameter.
 	req.Header.Set("Accept", "text/event-stream")
-	if *after >= 0 {
-		req.Header.Set("Last-Event-ID", strconv.FormatInt(*after, 10))
-	}
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
 	}

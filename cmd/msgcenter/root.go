@@ -159,12 +159,12 @@ func (g *globals) token() (string, error) {
 }
 
 // client builds an SDK client with the resolved token.
-func (g *globals) client() (*client.Client, error) {
+func (g *globals) client(opts ...client.Option) (*client.Client, error) {
 	tok, err := g.token()
 	if err != nil {
 		return nil, err
 	}
-	return client.New(g.Server, tok), nil
+	return client.New(g.Server, tok, opts...), nil
 }
 
 // usageError is a mistake in the command line: reported with a pointer to

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/wire"
 )
 
@@ -34,7 +37,7 @@ func newBoxStreamCmd(g *globals) *cobra.Command {
 			if _, ok := box.ConsumerName(); ok && !cmd.Flags().Changed("after") {
 				start = -1 // the server's: after the consumer's cursor
 			}
-			c, err := g.client()
+			c, err := g.client(client.WithStreamRetry(retryNotice(cmd.ErrOrStderr())))
 			if err != nil {
 				return err
 			}
@@ -61,4 +64,17 @@ func newBoxStreamCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this seq (0: replay the whole box first; a consumer's box starts after its cursor unless --after is given)")
 	return cmd
+}
+
+// retryNotice tells the person watching a stream why nothing arrives
+// while it reconnects (the server is down, say), once per distinct
+// reason, on w (stderr, so that --json output stays clean).
+func retryNotice(w io.Writer) func(error, time.Duration) {
+	last := ""
+	return func(err error, _ time.Duration) {
+		if msg := err.Error(); msg != last {
+			last = msg
+			fmt.Fprintf(w, "stream interrupted (%v); reconnecting, and resuming after the last record printed\n", err)
+		}
+	}
 }
