@@ -33,7 +33,7 @@ func (f *listFlags) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&f.limit, "limit", 0, "page size, 1..1000 (default: the server's)")
 	fs.Int64Var(&f.cursorSortKey, "cursor-sort-key", 0, "resume after this sort key (from the previous page)")
 	fs.StringVar(&f.cursorRecordID, "cursor-record-id", "", "resume after this record id (from the previous page)")
-	fs.BoolVar(&f.withObject, "with-object", false, "include each record's message")
+	fs.BoolVar(&f.withObject, "with-object", true, "include each record's message, as the API does (--with-object=false: the records alone)")
 }
 
 // query builds the ListQuery for owner/box from the flags.
@@ -198,7 +198,7 @@ func newBoxSyncCmd(g *globals) *cobra.Command {
 		Use:   "sync OWNER BOX",
 		Short: "Fetch a box's records after a sequence number (incremental sync)",
 		Example: `  msgcenter box sync did:x:bob INBOX --after 120
-  msgcenter box sync did:x:bob INBOX --after 0 --thread did:x:alice`,
+  msgcenter box sync did:x:bob INBOX --after 0 --thread dm:did:x:alice`,
 		Args: args("OWNER", "BOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			box, err := parseBox(a[1])
@@ -232,8 +232,8 @@ func newBoxSyncCmd(g *globals) *cobra.Command {
 	fs := cmd.Flags()
 	fs.Int64Var(&after, "after", 0, "return records with seq greater than this")
 	fs.IntVar(&limit, "limit", 0, "page size, 1..1000 (default: the server's)")
-	fs.StringVar(&thread, "thread", "", "only this thread key")
-	fs.BoolVar(&withObject, "with-object", false, "include each record's message")
+	fs.StringVar(&thread, "thread", "", "only this thread key, as msgcenter conversations lists them (dm:DID, group:DID, with /topic:T for a topic)")
+	fs.BoolVar(&withObject, "with-object", true, "include each record's message, as the API does (--with-object=false: the records alone)")
 	return cmd
 }
 

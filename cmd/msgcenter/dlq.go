@@ -21,7 +21,7 @@ func newDLQListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list OWNER BOX",
 		Short:   "List a box's DEAD records",
-		Example: "  msgcenter dlq list did:tunnel:tg TUNNEL_OUTBOX --with-object",
+		Example: "  msgcenter dlq list did:tunnel:tg TUNNEL_OUTBOX --with-object=false",
 		Args:    args("OWNER", "BOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			q, err := f.query(a[0], a[1])
