@@ -467,6 +467,15 @@ func TestAPIError(t *testing.T) {
 	if !strings.Contains(err.Error(), "Bad Gateway") {
 		t.Errorf("empty error body should fall back to the status text: %v", err)
 	}
+	// Another server's page is named for what it is, cut short, not
+	// printed whole.
+	page := "<!DOCTYPE HTML>\n<html><head><title>Error response</title></head><body>" + strings.Repeat("<p>Error code: 501</p>", 50) + "</body></html>"
+	_, c = newFake(t, 501, page)
+	_, err = c.GetRecord(context.Background(), "r", false)
+	if msg := err.Error(); !strings.Contains(msg, "501 Not Implemented") || !strings.Contains(msg, "is the URL a msgcenter server") ||
+		strings.Contains(msg, "\n") || len(msg) > 400 {
+		t.Errorf("another server's HTML page: %q", msg)
+	}
 	if ErrorCode(errors.New("plain")) != "" {
 		t.Error("ErrorCode of a plain error should be empty")
 	}

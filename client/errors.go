@@ -69,11 +69,20 @@ func decodeAPIError(status int, body []byte) *APIError {
 		return &APIError{Status: status, Code: eb.Error.Code, Message: eb.Error.Message, Field: eb.Error.Field}
 	}
 	msg := strings.TrimSpace(string(body))
-	if len(msg) > 512 {
-		msg = msg[:512] + "…"
-	}
-	if msg == "" {
+	switch {
+	case msg == "":
 		msg = http.StatusText(status)
+	case !json.Valid(body):
+		// Not msgcenter's answer: a proxy's page, another server's. A
+		// whole HTML page says less than where it came from.
+		excerpt := strings.Join(strings.Fields(msg), " ")
+		if r := []rune(excerpt); len(r) > 80 {
+			excerpt = string(r[:80]) + "…"
+		}
+		msg = fmt.Sprintf("%d %s, with a body that is not msgcenter's JSON (%q): is the URL a msgcenter server, and is nothing in between answering for it?",
+			status, http.StatusText(status), excerpt)
+	case len(msg) > 512:
+		msg = msg[:512] + "…"
 	}
 	return &APIError{Status: status, Code: codeForStatus(status), Message: msg}
 }
