@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -558,6 +559,15 @@ func TestNetworkErrorHints(t *testing.T) {
 	listen := runCLI(t, nil, nil, "serve", "--listen", "nope", "--data", t.TempDir())
 	if listen.code != 1 || !strings.Contains(listen.stderr, "hint: --listen wants HOST:PORT") || strings.Contains(listen.stderr, "--server") {
 		t.Errorf("bad listen address: exit %d, stderr %q", listen.code, listen.stderr)
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	busy := runCLI(t, nil, nil, "serve", "--listen", held.Addr().String(), "--data", t.TempDir())
+	if busy.code != 1 || !strings.Contains(busy.stderr, "hint: another process holds that port") {
+		t.Errorf("a port in use: exit %d, stderr %q", busy.code, busy.stderr)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -208,7 +209,11 @@ func reportError(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
 		var oe *net.OpError
 		if errors.As(err, &oe) && oe.Op == "listen" {
 			// serve's own address, not a server the CLI talks to.
-			fmt.Fprintln(w, "hint: --listen wants HOST:PORT that is free here, e.g. 127.0.0.1:7420")
+			if errors.Is(err, syscall.EADDRINUSE) {
+				fmt.Fprintln(w, "hint: another process holds that port; pick another with --listen HOST:PORT, or stop it")
+			} else {
+				fmt.Fprintln(w, "hint: --listen wants HOST:PORT that is free here, e.g. 127.0.0.1:7420")
+			}
 		} else {
 			fmt.Fprintf(w, "hint: is `msgcenter serve` running at %s? (set --server or %s)\n", g.Server, envServer)
 		}
