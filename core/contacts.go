@@ -124,7 +124,7 @@ func (s *Service) Block(ctx context.Context, who model.Identity, owner, did stri
 		return nil, err
 	}
 	if on && did == owner {
-		return nil, model.Invalid("did", "is the owner itself; an owner cannot block itself")
+		return nil, model.Invalid("did", did+" is the owner itself; an owner cannot block itself")
 	}
 	if err := s.st.SetBlock(ctx, owner, did, on, s.nowMS()); err != nil {
 		return nil, err

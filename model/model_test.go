@@ -171,3 +171,20 @@ func TestUnreadDelta(t *testing.T) {
 		}
 	}
 }
+
+func TestTransitionErrorArticle(t *testing.T) {
+	t.Parallel()
+	for box, want := range map[BoxKind]string{
+		Inbox:        "an INBOX record cannot move from READED to READING",
+		TunnelOutbox: "a TUNNEL_OUTBOX record cannot move from SENT to WAIT",
+	} {
+		from, to := Readed, Reading
+		if box == TunnelOutbox {
+			from, to = Sent, Wait
+		}
+		var e *Error
+		if err := CheckTransition(box, from, to); !errors.As(err, &e) || e.Message != want {
+			t.Errorf("CheckTransition(%s, %s, %s) = %v; want %q", box, from, to, err, want)
+		}
+	}
+}

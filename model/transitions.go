@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // transitions is the one table of allowed state changes, per box family.
 // Everything that changes a record's state (claims, acks, failures, lease
@@ -77,7 +80,15 @@ func CheckTransition(b BoxKind, from, to State) error {
 		return nil
 	}
 	return &Error{Kind: ErrInvalidTransition, Field: "new_state",
-		Message: fmt.Sprintf("a %s record cannot move from %s to %s", b, from, to)}
+		Message: fmt.Sprintf("%s %s record cannot move from %s to %s", article(string(b)), b, from, to)}
+}
+
+// article is "a" or "an" before word, by its first letter.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("AEIOUaeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 // StatesOf lists the states a record of box b can ever be in.

@@ -404,13 +404,13 @@ func TestJSONOutputIsValid(t *testing.T) {
 
 func TestAPIErrorOutput(t *testing.T) {
 	f := newFakeServer(t, map[string]reply{
-		"POST /v1/records/cyrec:1/state": {409, `{"error":{"code":"invalid_transition","message":"a INBOX record cannot move from READED to READING","field":"new_state"}}`},
+		"POST /v1/records/cyrec:1/state": {409, `{"error":{"code":"invalid_transition","message":"an INBOX record cannot move from READED to READING","field":"new_state"}}`},
 	})
 	r := runCLI(t, f, nil, "record", "state", "cyrec:1", "reading", "--json")
 	if r.code != 1 {
 		t.Fatalf("exit %d", r.code)
 	}
-	if want := "error: invalid_transition: new_state: a INBOX record cannot move from READED to READING\n"; r.stderr != want {
+	if want := "error: invalid_transition: new_state: an INBOX record cannot move from READED to READING\n"; r.stderr != want {
 		t.Fatalf("stderr %q\nwant   %q", r.stderr, want)
 	}
 	if r.stdout != "" {
