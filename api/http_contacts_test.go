@@ -201,11 +201,11 @@ func TestHTTPBlocks(t *testing.T) {
 		if ps.OK || ps.Reason != "blocked" || !reflect.DeepEqual(ps.DroppedRecipients, []string{didBob}) {
 			t.Fatalf("post_send to a blocker only %+v", ps)
 		}
-		d := e.dispatch(t, chat(didAlice, []string{didBob}, "via tunnel"))
+		d := e.adminDispatch(t, chat(didAlice, []string{didBob}, "dispatched"))
 		if d.OK || d.Reason != "blocked" || !reflect.DeepEqual(d.DroppedRecipients, []string{didBob}) || len(d.DeliveredRecipients) != 0 {
 			t.Fatalf("dispatch %+v", d)
 		}
-		gd := e.dispatch(t, groupMsg(didGroup, didAlice, "group hi"))
+		gd := e.adminDispatch(t, groupMsg(didGroup, didAlice, "group hi"))
 		if !reflect.DeepEqual(gd.DroppedRecipients, []string{didBob}) || !reflect.DeepEqual(gd.DeliveredAgents, []string{didCarol}) {
 			t.Fatalf("group dispatch %+v", gd)
 		}

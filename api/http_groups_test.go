@@ -95,7 +95,7 @@ func TestHTTPGroupDispatch(t *testing.T) {
 	e.setSubscribers(t, didGroup2, didBob)
 
 	t.Run("dispatch fans out to every subscriber but the author", func(t *testing.T) {
-		res := ok[wire.DispatchResult](t, e.do(t, "POST", "/v1/dispatch", e.tunnel, wire.DispatchRequest{Msg: groupMsg(didGroup, didAlice, "hello group")}))
+		res := ok[wire.DispatchResult](t, e.do(t, "POST", "/v1/dispatch", e.admin, wire.DispatchRequest{Msg: groupMsg(didGroup, didAlice, "hello group")}))
 		if !res.OK || res.DeliveredGroup != didGroup || !equalSet(res.DeliveredAgents, []string{didBob, didCarol}) ||
 			!equalSet(res.DeliveredRecipients, []string{didBob, didCarol}) || len(res.DroppedRecipients) != 0 {
 			t.Fatalf("result %+v", res)
@@ -204,7 +204,7 @@ func TestHTTPGroupDeliveredOnce(t *testing.T) {
 	defer cancel()
 	ws := dialWS(t, ctx, e, boxPath(didGroup, model.GroupInbox, "stream"), e.bob, nil)
 
-	d := ok[wire.DispatchResult](t, e.do(t, "POST", "/v1/dispatch", e.tunnel, wire.DispatchRequest{Msg: groupMsg(didGroup, didAlice, "once")}))
+	d := ok[wire.DispatchResult](t, e.do(t, "POST", "/v1/dispatch", e.admin, wire.DispatchRequest{Msg: groupMsg(didGroup, didAlice, "once")}))
 	if !d.OK || d.DeliveredGroup != didGroup || d.GroupDelivery != model.DeliverToGroup || len(d.DeliveredAgents) != 0 || len(d.DeliveredRecipients) != 0 {
 		t.Fatalf("dispatch result %+v", d)
 	}
@@ -238,7 +238,7 @@ func TestHTTPGroupDeliveredOnce(t *testing.T) {
 
 	// Back to members: the next message reaches the INBOXes again.
 	ok[wire.SubscribersResult](t, e.do(t, "PUT", path, e.admin, wire.SubscribersRequest{Subscribers: []string{didAlice, didBob}, Delivery: model.DeliverToMembers}))
-	d = e.dispatch(t, groupMsg(didGroup, didAlice, "thrice"))
+	d = e.adminDispatch(t, groupMsg(didGroup, didAlice, "thrice"))
 	if d.GroupDelivery != model.DeliverToMembers || !reflect.DeepEqual(d.DeliveredAgents, []string{didBob}) {
 		t.Fatalf("dispatch after switching back: %+v", d)
 	}
@@ -275,7 +275,7 @@ func TestHTTPGroupStreamsShareReads(t *testing.T) {
 	}
 	texts := []string{"one", "two", "three"}
 	for _, text := range texts {
-		e.dispatch(t, groupMsg(didGroup, didAlice, text))
+		e.adminDispatch(t, groupMsg(didGroup, didAlice, text))
 	}
 	for did, ws := range members {
 		for i, want := range texts {
@@ -286,7 +286,7 @@ func TestHTTPGroupStreamsShareReads(t *testing.T) {
 	}
 
 	ok[wire.SubscribersResult](t, e.do(t, "PUT", path, e.admin, wire.SubscribersRequest{Subscribers: []string{didAlice, didBob}}))
-	e.dispatch(t, groupMsg(didGroup, didAlice, "four"))
+	e.adminDispatch(t, groupMsg(didGroup, didAlice, "four"))
 	for _, did := range []string{didAlice, didBob} {
 		if f := readWSFrame(t, ctx, members[did]); f.Seq != 4 || contentOf(t, f.Msg) != "four" {
 			t.Fatalf("%s after carol left: seq %d %s", did, f.Seq, f.Msg)

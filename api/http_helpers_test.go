@@ -356,6 +356,13 @@ func (e *env) dispatch(t testing.TB, m *message.Message) wire.DispatchResult {
 	return ok[wire.DispatchResult](t, e.do(t, "POST", "/v1/dispatch", e.tunnel, wire.DispatchRequest{Msg: m}))
 }
 
+// adminDispatch dispatches m as the admin, who may write in a local
+// identity's name (a tunnel may not: TestHTTPTunnelSpeaksOnlyForItsPeople).
+func (e *env) adminDispatch(t testing.TB, m *message.Message) wire.DispatchResult {
+	t.Helper()
+	return ok[wire.DispatchResult](t, e.do(t, "POST", "/v1/dispatch", e.admin, wire.DispatchRequest{Msg: m}))
+}
+
 // postSend sends an outbound message with token.
 func (e *env) postSend(t testing.TB, token string, m *message.Message) wire.PostSendResult {
 	t.Helper()

@@ -148,6 +148,9 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if err != nil {
 		return nil, err
 	}
+	if err := s.tunnelSpeaksFor(ctx, who, c); err != nil {
+		return nil, err
+	}
 	if req.Aggregate != nil {
 		return s.aggregate(ctx, who, req, c)
 	}
@@ -358,6 +361,31 @@ func (s *Service) canSpeakFor(ctx context.Context, who model.Identity, c *checke
 	}
 	if !ok {
 		return model.Forbidden(fmt.Sprintf("%s is not a member of %s", who.DID, m.From))
+	}
+	return nil
+}
+
+// tunnelSpeaksFor refuses a tunnel's dispatch whose author (msg.from, or
+// msg.source for a group's message) is a local identity, one that holds a
+// token: a tunnel brings in the people of its platform, and a message it
+// wrote in an agent's name would land in that agent's conversations as
+// the agent's own. (The tunnel itself may be the author.) The same rule
+// keeps a tunnel from routing a local identity (checkTunnelRoutes).
+func (s *Service) tunnelSpeaksFor(ctx context.Context, who model.Identity, c *checked) error {
+	author, field := c.msg.From, "msg.from"
+	if c.isGroup {
+		author, field = c.msg.Source, "msg.source"
+	}
+	if who.Role != model.RoleTunnel || author == "" || author == who.DID {
+		return nil
+	}
+	toks, err := s.st.ListTokens(ctx, author, 1)
+	if err != nil {
+		return err
+	}
+	if len(toks) > 0 {
+		return &model.Error{Kind: model.ErrForbidden, Field: field, Message: fmt.Sprintf(
+			"%s is a local identity (it has a token): a tunnel dispatches for the people of its platform, not as local agents", author)}
 	}
 	return nil
 }

@@ -186,8 +186,13 @@ func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) 
 
 // ListTokens lists stored tokens, oldest first.
 func (s *Store) ListTokens(ctx context.Context, did string, limit int) ([]model.TokenInfo, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+tokenCols+` FROM tokens
-		WHERE $1 = '' OR did = $1 ORDER BY created_at_ms, hash LIMIT $2`, did, limitOr(limit, defaultLimit))
+	// Two statements, not one with "$1 = '' OR did = $1": a generic plan
+	// made for that reads the whole table even when a DID is given.
+	q, args := `SELECT `+tokenCols+` FROM tokens ORDER BY created_at_ms, hash LIMIT $1`, []any{limitOr(limit, defaultLimit)}
+	if did != "" {
+		q, args = `SELECT `+tokenCols+` FROM tokens WHERE did = $1 ORDER BY created_at_ms, hash LIMIT $2`, []any{did, limitOr(limit, defaultLimit)}
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fail("list tokens", err)
 	}

@@ -204,8 +204,13 @@ func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) 
 
 // ListTokens lists stored tokens, oldest first.
 func (s *Store) ListTokens(ctx context.Context, did string, limit int) ([]model.TokenInfo, error) {
-	rows, err := s.queryContacts(ctx, `SELECT `+tokenCols+` FROM tokens
-		WHERE ? = '' OR did = ? ORDER BY created_at_ms, hash LIMIT ?`, did, did, limitOr(limit, defaultLimit))
+	// Two statements, not one with "? = '' OR did = ?": a plan made for
+	// that reads the whole table even when a DID is given.
+	q, args := `SELECT `+tokenCols+` FROM tokens ORDER BY created_at_ms, hash LIMIT ?`, []any{limitOr(limit, defaultLimit)}
+	if did != "" {
+		q, args = `SELECT `+tokenCols+` FROM tokens WHERE did = ? ORDER BY created_at_ms, hash LIMIT ?`, []any{did, limitOr(limit, defaultLimit)}
+	}
+	rows, err := s.queryContacts(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list tokens: %w", err)
 	}
