@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -30,11 +31,14 @@ func TestHTTPRoutes(t *testing.T) {
 		if none.DID != didCarol || none.Routes == nil || len(none.Routes) != 0 {
 			t.Fatalf("routes of an unrouted DID: %+v", none)
 		}
-		own := []model.ContactRoute{{TunnelDID: didTunnel, Address: "tg:alice"}}
-		if res := ok[wire.RoutesResult](t, e.do(t, "PUT", "/v1/routes/"+esc(didAlice), e.alice, wire.RoutesRequest{Routes: own})); !reflect.DeepEqual(res.Routes, own) {
-			t.Fatalf("alice sets her own routes: %+v", res)
+		// An agent routes no one, not even itself: a route makes a tunnel
+		// send to its address (a webhook URL inside the network, say) and
+		// shows the answer in the record.
+		own := []model.ContactRoute{{TunnelDID: didTunnel, Address: "http://10.0.0.1/admin"}}
+		wantErr(t, e.do(t, "PUT", "/v1/routes/"+esc(didAlice), e.alice, wire.RoutesRequest{Routes: own}), http.StatusForbidden, wire.CodeForbidden, "")
+		if got := ok[wire.RoutesResult](t, e.do(t, "GET", "/v1/routes/"+esc(didAlice), e.alice, nil)); len(got.Routes) != 0 {
+			t.Fatalf("a refused route was set: %+v", got)
 		}
-		ok[wire.RoutesResult](t, e.do(t, "PUT", "/v1/routes/"+esc(didAlice), e.alice, wire.RoutesRequest{Routes: []model.ContactRoute{}}))
 	})
 
 	t.Run("post_send to a routed recipient", func(t *testing.T) {

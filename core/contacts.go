@@ -165,12 +165,22 @@ func (s *Service) SetRoutes(ctx context.Context, who model.Identity, did string,
 	if err := message.CheckDID("did", did, true); err != nil {
 		return nil, err
 	}
-	if tunnelOfOthers(who, did) {
+	switch {
+	case who.Role == model.RoleAgent:
+		// A route makes a tunnel send to its address, and answers come
+		// back in the record (external id, error): an agent routing
+		// itself could point the webhook tunnel at any URL inside the
+		// network and read what it says, or make a chat tunnel write to
+		// any chat.
+		return nil, model.Forbidden("routes are set by an admin, or by a tunnel for the people it brings in: a route makes a tunnel send to its address")
+	case tunnelOfOthers(who, did):
 		if err := s.checkTunnelRoutes(ctx, who, did, routes); err != nil {
 			return nil, err
 		}
-	} else if err := canAct(who, did); err != nil {
-		return nil, err
+	default:
+		if err := canAct(who, did); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkRoutes(routes); err != nil {
 		return nil, err
