@@ -228,9 +228,7 @@ func (a *API) wrap(rt route) http.Handler {
 				}
 			}
 			who, err = a.svc.Authenticate(r.Context(), token)
-			if rt.stream {
-				r = r.WithContext(context.WithValue(r.Context(), streamTokenKey{}, token))
-			}
+			r = r.WithContext(core.WithCaller(r.Context(), token, who))
 		}
 		if err == nil && !rt.AnyQuery {
 			err = checkQuery(r, rt.Query)

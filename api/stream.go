@@ -253,27 +253,15 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request, who model.Iden
 	return cursorErr(a.serveStream(w, r, who, src, after), "after", from)
 }
 
-// streamTokenKey carries a stream's token from wrap to serveStream.
-type streamTokenKey struct{}
-
 // endWithToken makes src check, after every read, before every ack and at
 // every heartbeat, that the token the stream was opened with is still
 // valid: revoking a token ends its open streams (a 401's error, as SSE's
 // error event or the WebSocket's close reason), idle ones within a
 // heartbeat, and none carries anything written after the revocation (a
 // read that saw such a write ran after the revocation, so the check after
-// it fails). Token lookups are cached until a token changes, so a check
-// costs a map read; other PostgreSQL nodes see a revocation within their
-// token cache's 5 s.
-func (a *API) endWithToken(r *http.Request, who model.Identity, src *source) {
-	token, _ := r.Context().Value(streamTokenKey{}).(string)
-	valid := func(ctx context.Context) error {
-		now, err := a.svc.Authenticate(ctx, token)
-		if err == nil && now != who {
-			err = &model.Error{Kind: model.ErrUnauthorized, Message: "the token now speaks for another identity"}
-		}
-		return err
-	}
+// it fails; core.Service.StillValid).
+func (a *API) endWithToken(r *http.Request, src *source) {
+	valid := func(context.Context) error { return a.svc.StillValid(r.Context()) }
 	fetch := src.fetch
 	src.fetch = func(ctx context.Context, after int64) ([]frame, error) {
 		frames, err := fetch(ctx, after)
@@ -311,7 +299,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, who model.Iden
 			Message: "this is a stream: open it as a WebSocket (Upgrade: websocket) or as Server-Sent Events (Accept: text/event-stream)"}})
 		return nil
 	}
-	a.endWithToken(r, who, src)
+	a.endWithToken(r, src)
 	changed := src.watch()
 	first, err := src.fetch(r.Context(), after)
 	if err != nil {

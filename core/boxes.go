@@ -122,6 +122,11 @@ func (s *Service) next(ctx context.Context, p *nextCall) (*wire.RecordWithMsg, e
 	who, owner, box, req, lock := p.who, p.owner, p.box, p.req, p.lock
 	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
 	for wake := wakeNone; ; {
+		if wake != wakeNone {
+			if err := s.stillMay(ctx, p); err != nil {
+				return nil, err
+			}
+		}
 		var changed <-chan struct{}
 		var tried int64
 		var rec model.Record
@@ -207,6 +212,21 @@ func (s *Service) next(ctx context.Context, p *nextCall) (*wire.RecordWithMsg, e
 		}
 		t.Stop()
 	}
+}
+
+// stillMay checks, before a waiting next looks again, that the caller may
+// still do what it asked when it started: its token still holds
+// (StillValid), and a peek's reader still reads the box (a member removed
+// from a group meanwhile does not). A claim's right is its own DID's,
+// which does not change.
+func (s *Service) stillMay(ctx context.Context, p *nextCall) error {
+	if err := s.StillValid(ctx); err != nil {
+		return err
+	}
+	if !p.lock {
+		return s.canRead(ctx, p.who, p.owner, p.box)
+	}
+	return nil
 }
 
 // How a waiting claimer came to look again.

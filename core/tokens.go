@@ -112,6 +112,40 @@ func (s *Service) EnsureToken(ctx context.Context, token string, id model.Identi
 	return s.st.PutToken(ctx, hashToken(token), id, s.nowMS())
 }
 
+// callerKey carries a request's token and identity (WithCaller).
+type callerKey struct{}
+
+type caller struct {
+	token string
+	who   model.Identity
+}
+
+// WithCaller marks ctx as a request authenticated with token as who. What
+// outlives its start (a long poll, a stream) asks StillValid again after
+// each wait: revoking a token must end what it opened, not let it take
+// the next record.
+func WithCaller(ctx context.Context, token string, who model.Identity) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller{token, who})
+}
+
+// StillValid reports whether the token ctx was marked with (WithCaller)
+// still speaks for the same identity: model.ErrUnauthorized when it was
+// revoked or now speaks for another. nil for an unmarked ctx (a call from
+// inside the process). Token lookups are cached until a token changes, so
+// a check costs a map read; other PostgreSQL nodes see a revocation
+// within their token cache's 5 s.
+func (s *Service) StillValid(ctx context.Context) error {
+	c, ok := ctx.Value(callerKey{}).(caller)
+	if !ok {
+		return nil
+	}
+	now, err := s.Authenticate(ctx, c.token)
+	if err == nil && now != c.who {
+		err = &model.Error{Kind: model.ErrUnauthorized, Message: "the token now speaks for another identity"}
+	}
+	return err
+}
+
 // Authenticate resolves a bearer token to an identity.
 func (s *Service) Authenticate(ctx context.Context, token string) (model.Identity, error) {
 	if token == "" {
