@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
+	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
 
@@ -34,5 +36,27 @@ func TestHTTPTunnelSpeaksOnlyForItsPeople(t *testing.T) {
 	}
 	if d := e.dispatch(t, groupMsg(didGroup, "did:tg:user:42", "a person of the platform in the group")); !d.OK {
 		t.Fatalf("group dispatch from a person of the platform: %+v", d)
+	}
+}
+
+// TestHTTPTokenAfterATunnelsRoutes: a tunnel may route a DID no one holds
+// a token for yet (a person it brings in); the first agent token for that
+// DID is refused while those routes stand (messages to the new agent
+// would go to the tunnel, never to its INBOX), until an admin clears them.
+func TestHTTPTokenAfterATunnelsRoutes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const carla = "did:carla"
+	ok[wire.RoutesResult](t, e.do(t, "PUT", "/v1/routes/"+esc(carla), e.tunnel,
+		wire.RoutesRequest{Routes: []model.ContactRoute{{ChatID: "666"}}}))
+	req := wire.TokenRequest{DID: carla, Role: model.RoleAgent}
+	if d := wantErr(t, e.do(t, "POST", "/v1/tokens", e.admin, req), http.StatusConflict, wire.CodeConflict, "did"); !strings.Contains(d.Message, "--clear") {
+		t.Fatalf("the refusal does not say how to go on: %q", d.Message)
+	}
+	ok[wire.RoutesResult](t, e.do(t, "PUT", "/v1/routes/"+esc(carla), e.admin, wire.RoutesRequest{Routes: []model.ContactRoute{}}))
+	tok := ok[wire.TokenResult](t, e.do(t, "POST", "/v1/tokens", e.admin, req))
+	e.postSend(t, e.alice, chat(didAlice, []string{carla}, "to carla's INBOX"))
+	if got := e.syncAll(t, tok.Token, carla, model.Inbox); len(got) != 1 {
+		t.Fatalf("carla's INBOX holds %d records, want 1", len(got))
 	}
 }

@@ -45,12 +45,37 @@ func (s *Service) CreateToken(ctx context.Context, who model.Identity, req *wire
 	if !model.ValidRole(req.Role) {
 		return nil, model.Invalid("role", fmt.Sprintf("unknown role %q (want admin, agent or tunnel)", req.Role))
 	}
+	if err := s.noRoutesYet(ctx, req); err != nil {
+		return nil, err
+	}
 	tok := NewToken()
 	hash := hashToken(tok)
 	if err := s.st.PutToken(ctx, hash, model.Identity{DID: req.DID, Role: req.Role}, s.nowMS()); err != nil {
 		return nil, err
 	}
 	return &wire.TokenResult{Token: tok, TokenID: model.TokenID(hash), DID: req.DID, Role: req.Role}, nil
+}
+
+// noRoutesYet refuses the first agent or admin token of a DID that has
+// routes: a tunnel may route a DID that holds no token (a person it brings
+// in), and once the DID became a local identity, messages to it would
+// still go to that tunnel, never to its INBOX. An admin who wants both
+// clears the routes, makes the token, then sets them again (a tunnel can
+// no longer touch them then).
+func (s *Service) noRoutesYet(ctx context.Context, req *wire.TokenRequest) error {
+	if req.Role == model.RoleTunnel {
+		return nil
+	}
+	toks, err := s.st.ListTokens(ctx, req.DID, 1)
+	if err != nil || len(toks) > 0 {
+		return err
+	}
+	routes, err := s.st.Routes(ctx, req.DID)
+	if err != nil || len(routes) == 0 {
+		return err
+	}
+	return model.Conflict("did", fmt.Sprintf("%s has routes through %s: messages to it would go there, not to its INBOX; clear them first (msgcenter route set %s --clear), then set them again after the token if it should have both",
+		req.DID, strings.Join(routeTunnels(routes), ", "), req.DID))
 }
 
 // ListTokens lists tokens, oldest first: every DID's for an admin, a
