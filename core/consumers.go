@@ -24,6 +24,10 @@ const (
 // must be able to read the source box; the consumer is the caller's unless
 // an admin names another owner. Records the source already holds are
 // taken from the start position by the fan-out, in batches.
+// MaxAgentConsumers bounds the consumers an agent owns (an admin's are not
+// counted against it).
+const MaxAgentConsumers = 100
+
 func (s *Service) CreateConsumer(ctx context.Context, who model.Identity, req *wire.ConsumerRequest) (*wire.ConsumerInfo, error) {
 	owner := req.Owner
 	if owner == "" {
@@ -84,6 +88,17 @@ func (s *Service) CreateConsumer(ctx context.Context, who model.Identity, req *w
 		}
 		if after > last {
 			return nil, model.Invalid("after_seq", fmt.Sprintf("%d is beyond the end of %s's %s, which is at seq %d", after, req.SourceOwner, src, last))
+		}
+	}
+	if !isAdmin(who) {
+		// Each consumer is a copy of every matching message: bounded, or
+		// one token could multiply every write to its box without end.
+		have, err := s.st.ListConsumers(ctx, store.ConsumerQuery{Owner: owner})
+		if err != nil {
+			return nil, err
+		}
+		if len(have) >= MaxAgentConsumers {
+			return nil, model.Conflict("name", fmt.Sprintf("%s has %d consumers, the most an agent may have; delete one first", owner, len(have)))
 		}
 	}
 	c := &model.Consumer{Owner: owner, Name: req.Name, SourceOwner: req.SourceOwner, SourceBox: src, Filter: req.Filter}

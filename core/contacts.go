@@ -17,6 +17,12 @@ import (
 // MaxSubscribers bounds one group's subscriber list.
 const MaxSubscribers = 100_000
 
+// MaxAgentGroup bounds the subscribers of a group an agent makes of its
+// own DID: each of its posts writes a record per member, so one token
+// could otherwise fill the disk with a few requests. An admin makes the
+// larger groups.
+const MaxAgentGroup = 1_000
+
 // maxReceiptSkew is how far ahead of the server's clock a receipt's at_ms
 // may be (clients' clocks drift).
 const maxReceiptSkew = 5 * time.Minute
@@ -43,6 +49,9 @@ func (s *Service) SetSubscribers(ctx context.Context, who model.Identity, group 
 	}
 	if len(subs) > MaxSubscribers {
 		return nil, model.Invalid("subscribers", fmt.Sprintf("at most %d subscribers", MaxSubscribers))
+	}
+	if len(subs) > MaxAgentGroup && !isAdmin(who) {
+		return nil, model.Invalid("subscribers", fmt.Sprintf("an agent's group has at most %d subscribers; an admin may make larger ones (up to %d)", MaxAgentGroup, MaxSubscribers))
 	}
 	for i, d := range subs {
 		if err := message.CheckDID(fmt.Sprintf("subscribers[%d]", i), d, true); err != nil {

@@ -36,6 +36,11 @@ const IDPrefix = "cymsg:"
 // MaxDIDBytes bounds every DID in a message.
 const MaxDIDBytes = 256
 
+// MaxRecipients bounds msg.to: a message to more goes through a group,
+// whose members an admin sets, rather than any caller writing a record
+// per name it lists (60,000 fit in a 1 MiB message).
+const MaxRecipients = 1_000
+
 // DefaultMaxBytes is the default bound on a message's canonical size.
 const DefaultMaxBytes = 1 << 20
 
@@ -138,6 +143,9 @@ func (m *Message) Validate(maxBytes int, fromIsGroup bool) ([]byte, error) {
 	}
 	if len(m.To) == 0 && !fromIsGroup {
 		return nil, model.Invalid("msg.to", "at least one recipient is required unless msg.from is a group")
+	}
+	if len(m.To) > MaxRecipients {
+		return nil, model.Invalid("msg.to", fmt.Sprintf("has %d recipients, at most %d: send to more through a group", len(m.To), MaxRecipients))
 	}
 	for i, d := range m.To {
 		if err := CheckDID(fmt.Sprintf("msg.to[%d]", i), d, true); err != nil {
