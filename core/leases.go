@@ -70,13 +70,18 @@ func (s *Service) requireHeld(who model.Identity, rec model.Record, leaseID stri
 	held := model.HeldState(rec.BoxKind)
 	switch {
 	case leaseID != "" && (rec.State != held || rec.Lease == nil || rec.Lease.ID != leaseID):
-		return &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
-			Message: fmt.Sprintf("this lease does not hold the record (it is %s now): it expired and the record moved on, this claim ended it by another change, or it is another record's", rec.State)}
+		return leaseLost(rec)
 	case rec.State != held:
 		return &model.Error{Kind: model.ErrInvalidTransition,
 			Message: fmt.Sprintf("the record is %s, not %s: claim it first", rec.State, held)}
 	}
 	return requireLease(who, rec, leaseID)
+}
+
+// leaseLost is the error of a change under a lease that does not hold rec.
+func leaseLost(rec model.Record) error {
+	return &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
+		Message: fmt.Sprintf("this lease does not hold the record (it is %s now): it expired and the record moved on, this claim ended it by another change, or it is another record's", rec.State)}
 }
 
 // requireLease refuses a change to a held record that does not name the

@@ -119,28 +119,19 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	if err != nil {
 		return nil, err
 	}
-	if repeatOf(rec, req.LeaseID, setBy(rec.BoxKind, to), to) {
-		next, err := s.checkThenNext(ctx, who, rec, req.Next)
-		if err != nil {
+	repeat := repeatOf(rec, req.LeaseID, setBy(rec.BoxKind, to), to)
+	if !repeat {
+		// The lease first, as requireHeld: a holder that lost the record
+		// hears that, not what the record's state now forbids.
+		if req.LeaseID != "" && (rec.Lease == nil || rec.Lease.ID != req.LeaseID) {
+			return nil, leaseLost(rec)
+		}
+		if err := model.CheckTransition(rec.BoxKind, rec.State, to); err != nil {
 			return nil, err
 		}
-		body, err := s.bodyBefore(ctx, rec, orTrue(req.WithObject), next)
-		if err != nil {
+		if err := requireLease(who, rec, req.LeaseID); err != nil {
 			return nil, err
 		}
-		return s.thenNext(ctx, rec, orTrue(req.WithObject), body, next)
-	}
-	// The lease first, as requireHeld: a holder that lost the record
-	// hears that, not what the record's state now forbids.
-	if req.LeaseID != "" && (rec.Lease == nil || rec.Lease.ID != req.LeaseID) {
-		return nil, &model.Error{Kind: model.ErrLeaseLost, Field: "lease_id",
-			Message: fmt.Sprintf("this lease does not hold the record (it is %s now): it expired and the record moved on, this claim ended it by another change, or it is another record's", rec.State)}
-	}
-	if err := model.CheckTransition(rec.BoxKind, rec.State, to); err != nil {
-		return nil, err
-	}
-	if err := requireLease(who, rec, req.LeaseID); err != nil {
-		return nil, err
 	}
 	next, err := s.checkThenNext(ctx, who, rec, req.Next)
 	if err != nil {
@@ -149,6 +140,9 @@ func (s *Service) SetState(ctx context.Context, who model.Identity, recordID str
 	body, err := s.bodyBefore(ctx, rec, orTrue(req.WithObject), next)
 	if err != nil {
 		return nil, err
+	}
+	if repeat {
+		return s.thenNext(ctx, rec, orTrue(req.WithObject), body, next)
 	}
 	now := s.nowMS()
 	u := &store.Update{RecordID: rec.RecordID, From: rec.State, ExpectLeaseID: req.LeaseID, To: to,
