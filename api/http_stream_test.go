@@ -235,33 +235,28 @@ func TestStreamLastEventIDWins(t *testing.T) {
 		{"/v1/events/stream", "-3"},
 		{"/v1/events/stream?owner=" + didAlice, "99999999"}, // past the log's end
 	} {
-		_, resp, err := openSSE(ctx, e, c.path, e.admin, map[string]string{"Last-Event-ID": c.id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, "Last-Event-ID")
+		wantSSERefused(t, ctx, e, c.path, e.admin, map[string]string{"Last-Event-ID": c.id}, "Last-Event-ID")
 	}
 	for path, param := range map[string]string{
 		boxPath(didAlice, model.Inbox, "stream") + "?after_seq=1&after_seq=5": "after_seq",
 		"/v1/events/stream?after=1&after=2":                                   "after",
 	} {
-		_, resp, err := openSSE(ctx, e, path, e.admin, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, param)
+		wantSSERefused(t, ctx, e, path, e.admin, nil, param)
 	}
-	_, resp, err := openSSE(ctx, e, boxPath(didAlice, model.Inbox, "stream")+"?after_seq=9999", e.alice, nil)
+	wantSSERefused(t, ctx, e, boxPath(didAlice, model.Inbox, "stream")+"?after_seq=9999", e.alice, nil, "after_seq")
+}
+
+// wantSSERefused opens an SSE stream that must be refused with a 400
+// naming field.
+func wantSSERefused(t *testing.T, ctx context.Context, e *env, path, token string, hdr map[string]string, field string) {
+	t.Helper()
+	_, resp, err := openSSE(ctx, e, path, token, hdr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, "after_seq")
+	wantErr(t, resp2(resp, b), http.StatusBadRequest, wire.CodeInvalid, field)
 }
 
 func resp2(r *http.Response, body []byte) resp {
