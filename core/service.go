@@ -196,8 +196,18 @@ func (s *Service) Run(ctx context.Context) error {
 // listen relays other nodes' changes to this node's waiters, listening
 // again (after a pause) whenever the connection is lost.
 func (s *Service) listen(ctx context.Context, n store.Notifier) {
-	for ctx.Err() == nil {
-		err := n.Listen(ctx, func() { s.listenOnce.Do(func() { close(s.listening) }) }, func(c store.Change) {
+	for again := false; ctx.Err() == nil; again = true {
+		ready := func() {
+			s.listenOnce.Do(func() { close(s.listening) })
+			if again {
+				// What changed between the loss and now was notified to
+				// no one: wake everything once more now that nothing
+				// will be missed (the wake at the loss came too early
+				// for writes made while listening was down).
+				s.wakeAll()
+			}
+		}
+		err := n.Listen(ctx, ready, func(c store.Change) {
 			if c.Scheduled {
 				kick(s.schedKick)
 				return
@@ -210,19 +220,25 @@ func (s *Service) listen(ctx context.Context, n store.Notifier) {
 		}
 		s.log.Warn("lost the change notifications; listening again", "err", err)
 		// Whatever changed meanwhile must not stay unnoticed: wake every
-		// waiter to look again.
-		s.notify.ChangedAll()
-		kick(s.schedKick)
-		s.pump.mu.Lock()
-		s.pump.reload = true
-		s.pump.mu.Unlock()
-		kick(s.pump.kick)
+		// waiter to look again, now and once listening is back.
+		s.wakeAll()
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// wakeAll makes every waiter, stream, the scheduler and the consumer pump
+// look again, as if everything had changed.
+func (s *Service) wakeAll() {
+	s.notify.ChangedAll()
+	kick(s.schedKick)
+	s.pump.mu.Lock()
+	s.pump.reload = true
+	s.pump.mu.Unlock()
+	kick(s.pump.kick)
 }
 
 // Stats is a snapshot for gauges.
