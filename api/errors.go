@@ -36,7 +36,7 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, wire.CodeLeaseLost
 	case errors.Is(err, model.ErrConflict):
 		return http.StatusConflict, wire.CodeConflict
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, model.ErrUnavailable):
 		return http.StatusServiceUnavailable, wire.CodeUnavailable
 	}
 	return http.StatusInternalServerError, wire.CodeInternal
@@ -44,6 +44,12 @@ func statusOf(err error) (int, string) {
 
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, _ := statusOf(err)
+	if errors.Is(err, model.ErrUnavailable) {
+		// The database is away (restarting, failing over): a client that
+		// waits a moment and asks again is answered.
+		a.log.Warn("request failed: the store is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, status, a.errorBody(r, err))
 }
 
@@ -53,6 +59,9 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 func (a *API) errorBody(r *http.Request, err error) wire.ErrorBody {
 	status, code := statusOf(err)
 	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: err.Error()}}
+	if errors.Is(err, model.ErrUnavailable) {
+		body.Error.Message = "the database cannot be reached right now; try again"
+	}
 	var me *model.Error
 	if errors.As(err, &me) {
 		body.Error.Message, body.Error.Field = me.Message, me.Field

@@ -16,6 +16,10 @@ var (
 	ErrUnauthorized      = errors.New("unauthorized")
 	ErrForbidden         = errors.New("forbidden")
 	ErrLeaseLost         = errors.New("lease lost")
+	// ErrUnavailable: the store could not be reached (a database that
+	// restarts, a connection it closed); the same request may work in a
+	// moment.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // Error carries a sentinel kind, the offending field (if any) and a message

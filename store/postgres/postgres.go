@@ -37,7 +37,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -198,6 +201,9 @@ const maxAttempts = 5
 // retryable reports whether err is a transient conflict between concurrent
 // transactions after which the whole transaction may simply run again.
 func retryable(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return true // the request never reached the server (a pooled connection found closed)
+	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return false
@@ -219,8 +225,9 @@ func retry(ctx context.Context, log *slog.Logger, fn func() error) error {
 		if err == nil || attempt == maxAttempts || !retryable(err) {
 			return err
 		}
-		// Rare, and worth seeing: frequent ones mean a lock order to fix.
-		log.Warn("postgres: transaction lost a deadlock or serialization check; retrying", "attempt", attempt, "err", err)
+		// Rare, and worth seeing: frequent deadlocks mean a lock order to
+		// fix, frequent closed connections a server that keeps ending them.
+		log.Warn("postgres: retrying a transaction that lost a deadlock or serialization check, or whose connection was found closed", "attempt", attempt, "err", err)
 		// A short, growing pause lets the winner of the deadlock commit.
 		select {
 		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
@@ -272,5 +279,30 @@ const defaultLimit = 1000
 // reaches callers: every method turns it into model.NotFound (or an empty
 // result) before calling fail.
 func fail(what string, err error) error {
+	if unreachable(err) {
+		return fmt.Errorf("postgres: %s: %w: %w", what, model.ErrUnavailable, err)
+	}
 	return fmt.Errorf("postgres: %s: %w", what, err)
+}
+
+// unreachable reports whether err says the database could not be used at
+// all, rather than that it refused the request: a connection that could
+// not be made or was closed under the request (an administrator's
+// termination, a restart, a failover), which a moment later may work.
+func unreachable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection_exception
+			pe.Code == "57P01", // admin_shutdown
+			pe.Code == "57P02", // crash_shutdown
+			pe.Code == "57P03": // cannot_connect_now
+			return true
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err)
 }
