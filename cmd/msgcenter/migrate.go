@@ -20,7 +20,10 @@ before starting the new version on them. A node refuses to run against a
 schema newer than it knows.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			storeKind, postgresURL = storeFlags(cmd, g, storeKind, postgresURL)
+			var err error
+			if storeKind, postgresURL, err = storeFlags(cmd, g, storeKind, postgresURL); err != nil {
+				return err
+			}
 			n, err := server.Migrate(cmd.Context(), server.Config{DataDir: g.DataDir, Store: storeKind, PostgresURL: postgresURL})
 			if err != nil {
 				return err

@@ -214,6 +214,9 @@ func reportError(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
 			} else {
 				fmt.Fprintln(w, "hint: --listen wants HOST:PORT that is free here, e.g. 127.0.0.1:7420")
 			}
+		} else if cmd != nil && (cmd.Name() == "serve" || cmd.Name() == "migrate") {
+			// Not a server the CLI talks to: the database serve uses.
+			fmt.Fprintln(w, "hint: the store's database could not be reached: check --postgres-url and that PostgreSQL runs there")
 		} else {
 			fmt.Fprintf(w, "hint: is `msgcenter serve` running at %s? (set --server or %s)\n", g.Server, envServer)
 		}

@@ -54,7 +54,10 @@ keys are kept as long as the longest period. For example:
 					listen = v
 				}
 			}
-			storeKind, postgresURL = storeFlags(cmd, g, storeKind, postgresURL)
+			var err error
+			if storeKind, postgresURL, err = storeFlags(cmd, g, storeKind, postgresURL); err != nil {
+				return err
+			}
 			log, err := newLogger(logLevel, logFormat)
 			if err != nil {
 				return err
@@ -139,7 +142,9 @@ func addStoreFlags(cmd *cobra.Command, kind, url *string) {
 }
 
 // storeFlags fills the store flags from the environment when not given.
-func storeFlags(cmd *cobra.Command, g *globals, kind, url string) (string, string) {
+// A PostgreSQL URL with the SQLite store is refused: the node would run on
+// a database of its own, cut off from the nodes it was meant to join.
+func storeFlags(cmd *cobra.Command, g *globals, kind, url string) (string, string, error) {
 	if !cmd.Flags().Changed("store") {
 		if v := g.env("MSGCENTER_STORE"); v != "" {
 			kind = v
@@ -150,7 +155,10 @@ func storeFlags(cmd *cobra.Command, g *globals, kind, url string) (string, strin
 			url = v
 		}
 	}
-	return kind, url
+	if url != "" && strings.EqualFold(kind, "sqlite") {
+		return kind, url, usagef("a PostgreSQL URL is given (--postgres-url or MSGCENTER_POSTGRES_URL) but the store is sqlite: add --store postgres (or MSGCENTER_STORE=postgres), or drop the URL")
+	}
+	return kind, url, nil
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {
