@@ -14,6 +14,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/msgcenter/msgcenter/wire"
 )
 
 // req is one request as the fake server saw it.
@@ -406,18 +408,28 @@ func TestAPIErrorOutput(t *testing.T) {
 	f := newFakeServer(t, map[string]reply{
 		"POST /v1/records/cyrec:1/state": {409, `{"error":{"code":"invalid_transition","message":"an INBOX record cannot move from READED to READING","field":"new_state"}}`},
 	})
-	r := runCLI(t, f, nil, "record", "state", "cyrec:1", "reading", "--json")
+	r := runCLI(t, f, nil, "record", "state", "cyrec:1", "reading")
 	if r.code != 1 {
 		t.Fatalf("exit %d", r.code)
 	}
 	if want := "error: invalid_transition: new_state: an INBOX record cannot move from READED to READING\n"; r.stderr != want {
 		t.Fatalf("stderr %q\nwant   %q", r.stderr, want)
 	}
+	// With --json the error is JSON too: the API's error body and the exit code.
+	r = runCLI(t, f, nil, "record", "state", "cyrec:1", "reading", "--json")
+	var got struct {
+		Error wire.ErrorDetail
+		Exit  int
+	}
+	if err := json.Unmarshal([]byte(r.stderr), &got); err != nil || r.code != 1 || got.Exit != 1 ||
+		got.Error != (wire.ErrorDetail{Code: "invalid_transition", Field: "new_state", Message: "an INBOX record cannot move from READED to READING"}) {
+		t.Fatalf("--json error: exit %d, stderr %q (%v)", r.code, r.stderr, err)
+	}
 	if r.stdout != "" {
 		t.Fatalf("error wrote to stdout: %q", r.stdout)
 	}
-	if f.only().Body["new_state"] != "READING" {
-		t.Fatalf("body %v", f.reqs[0].Body)
+	if len(f.reqs) != 2 || f.reqs[0].Body["new_state"] != "READING" {
+		t.Fatalf("requests %v", f.reqs)
 	}
 
 	r = runCLI(t, f, nil, "record", "get", "cyrec:nope")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgcenter/msgcenter/client"
+	"github.com/msgcenter/msgcenter/wire"
 )
 
 // Defaults shared by the CLI and `serve`.
@@ -176,8 +178,40 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return usageError{msg: fmt.Sprintf(format, a...)} }
 
-// reportError prints err to stderr and returns the exit code.
+// reportError prints err to stderr and returns the exit code. With --json
+// it prints the error as the API's error body (plus the exit code), one
+// line a script can parse, as the output it asked for.
 func reportError(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
+	if g != nil && g.JSON {
+		var human strings.Builder
+		exit := reportHuman(&human, cmd, g, err)
+		d := wire.ErrorDetail{Code: "error", Message: err.Error()}
+		var ae *client.APIError
+		var ue usageError
+		var ne net.Error
+		switch {
+		case errors.As(err, &ae):
+			d = wire.ErrorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}
+		case errors.Is(err, context.Canceled):
+			d.Code = "interrupted"
+		case errors.As(err, &ue) || isCobraUsage(err):
+			d.Code = "usage"
+		case errors.As(err, &ne):
+			d.Code = "unreachable"
+		}
+		b, _ := json.Marshal(struct {
+			Error wire.ErrorDetail `json:"error"`
+			Exit  int              `json:"exit"`
+			Text  string           `json:"text"`
+		}{d, exit, strings.TrimSpace(human.String())})
+		fmt.Fprintf(w, "%s\n", b)
+		return exit
+	}
+	return reportHuman(w, cmd, g, err)
+}
+
+// reportHuman is reportError's rendering for people.
+func reportHuman(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
 	var ue usageError
 	var ae *client.APIError
 	var ne net.Error
