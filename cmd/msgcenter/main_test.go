@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -146,7 +147,9 @@ func TestSendWithDelay(t *testing.T) {
 	if msg, _ := q.Body["msg"].(map[string]any); msg["created_at_ms"] != nil || msg["nonce"] != "idempotency-key:k-1" {
 		t.Errorf("a keyed send's message %v: want nonce idempotency-key:k-1 and no created_at_ms", msg)
 	}
-	for _, want := range []string{"cymsg:abc", "2030-01-01T00:00:10Z", "did:t:tg", "cyrec:t", "did:x:carol"} {
+	// The due time shows as every time the CLI shows: local, to the ms.
+	due := fmtMS(time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC).UnixMilli())
+	for _, want := range []string{"cymsg:abc", due, "did:t:tg", "cyrec:t", "did:x:carol"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}

@@ -74,6 +74,17 @@ func fmtMS(ms int64) string {
 	return time.UnixMilli(ms).Local().Format("2006-01-02 15:04:05.000")
 }
 
+// fmtRFC3339 renders a time the server wrote as RFC 3339 the way fmtMS
+// renders milliseconds, so that one listing does not mix UTC and local
+// times; a value that does not parse is shown as it is.
+func fmtRFC3339(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return fmtMS(t.UnixMilli())
+}
+
 // kv prints aligned "key  value" lines, skipping empty values so that the
 // detail views only show what is set.
 type kv struct{ tw *tabwriter.Writer }

@@ -42,7 +42,7 @@ it; one already delivered is not found.`,
 				return err
 			}
 			return g.emit(cmd, res, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "cancelled %d: %s to %s, due %s\n", res.ID, res.MsgID, strings.Join(res.Recipients, ","), res.ScheduledDeliveryTime)
+				_, err := fmt.Fprintf(w, "cancelled %d: %s to %s, due %s\n", res.ID, res.MsgID, strings.Join(res.Recipients, ","), fmtRFC3339(res.ScheduledDeliveryTime))
 				return err
 			})
 		},
@@ -75,7 +75,7 @@ func newScheduledListCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(w)
 				tw := newTable(w, "ID", "OP", "DUE", "SENDER", "MSG_ID", "RECIPIENTS")
 				for _, it := range res.Items {
-					row(tw, it.ID, it.Op, it.ScheduledDeliveryTime, it.Sender, it.MsgID, strings.Join(it.Recipients, ","))
+					row(tw, it.ID, it.Op, fmtRFC3339(it.ScheduledDeliveryTime), it.Sender, it.MsgID, strings.Join(it.Recipients, ","))
 				}
 				return tw.Flush()
 			})

@@ -296,7 +296,7 @@ func printSendResult(w io.Writer, r *wire.PostSendResult) error {
 	k := newKV(w)
 	k.add("msg_id", r.MsgID)
 	k.add("outbox_record", r.OutboxRecordID)
-	k.add("scheduled_for", r.ScheduledDeliveryTime)
+	k.add("scheduled_for", fmtRFC3339(r.ScheduledDeliveryTime))
 	k.add("scheduled_id", scheduledIDText(r.ScheduledID, r.ScheduledDeliveryTime, time.Now()))
 	k.add("local", strings.Join(r.LocalRecipients, ", "))
 	k.add("dropped", strings.Join(r.DroppedRecipients, ", "))
@@ -318,7 +318,7 @@ func printSendResult(w io.Writer, r *wire.PostSendResult) error {
 func printDispatchResult(w io.Writer, r *wire.DispatchResult) error {
 	k := newKV(w)
 	k.add("msg_id", r.MsgID)
-	k.add("scheduled_for", r.ScheduledDeliveryTime)
+	k.add("scheduled_for", fmtRFC3339(r.ScheduledDeliveryTime))
 	k.add("scheduled_id", scheduledIDText(r.ScheduledID, r.ScheduledDeliveryTime, time.Now()))
 	k.add("delivered", strings.Join(r.DeliveredRecipients, ", "))
 	k.add("group", r.DeliveredGroup)
