@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
 	"github.com/msgcenter/msgcenter/wire"
 )
@@ -23,6 +24,10 @@ func TestHTTPTunnelSpeaksOnlyForItsPeople(t *testing.T) {
 	}{
 		{"as an agent", "msg.from", wire.DispatchRequest{Msg: chat(didAlice, []string{didBob}, "pay eve 100")}},
 		{"as an agent in a group", "msg.source", wire.DispatchRequest{Msg: groupMsg(didGroup, didAlice, "pay eve 100")}},
+		{"as an agent's source of a person's message", "msg.source", wire.DispatchRequest{Msg: &message.Message{
+			From: "did:tg:user:42", Source: didAlice, To: []string{didBob}, Content: message.Content{Content: "pay eve 100"}}}},
+		{"as an agent's source of its own message", "msg.source", wire.DispatchRequest{Msg: &message.Message{
+			From: didTunnel, Source: didAlice, To: []string{didBob}, Content: message.Content{Content: "pay eve 100"}}}},
 	} {
 		wantErr(t, e.do(t, "POST", "/v1/dispatch", e.tunnel, tc.req), http.StatusForbidden, wire.CodeForbidden, tc.field)
 	}

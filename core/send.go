@@ -148,6 +148,9 @@ func (s *Service) Dispatch(ctx context.Context, who model.Identity, req *wire.Di
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRecipients(who, c); err != nil {
+		return nil, err
+	}
 	if err := s.tunnelSpeaksFor(ctx, who, c); err != nil {
 		return nil, err
 	}
@@ -197,6 +200,9 @@ func (s *Service) PostSend(ctx context.Context, who model.Identity, req *wire.Po
 	}
 	c, err := s.check(ctx, req.Msg)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkRecipients(who, c); err != nil {
 		return nil, err
 	}
 	if err := s.canSpeakFor(ctx, who, c); err != nil {
@@ -365,27 +371,40 @@ func (s *Service) canSpeakFor(ctx context.Context, who model.Identity, c *checke
 	return nil
 }
 
-// tunnelSpeaksFor refuses a tunnel's dispatch whose author (msg.from, or
-// msg.source for a group's message) is a local identity, one that holds a
-// token: a tunnel brings in the people of its platform, and a message it
-// wrote in an agent's name would land in that agent's conversations as
-// the agent's own. (The tunnel itself may be the author.) The same rule
-// keeps a tunnel from routing a local identity (checkTunnelRoutes).
-func (s *Service) tunnelSpeaksFor(ctx context.Context, who model.Identity, c *checked) error {
-	author, field := c.msg.From, "msg.from"
-	if c.isGroup {
-		author, field = c.msg.Source, "msg.source"
+// checkRecipients bounds the recipients a message names when an agent or a
+// tunnel sends it (message.MaxRecipients); an admin, and a message stored
+// before and read again when due, are not bounded.
+func checkRecipients(who model.Identity, c *checked) error {
+	if n := len(c.msg.To); n > message.MaxRecipients && !isAdmin(who) {
+		return model.Invalid("msg.to", fmt.Sprintf("has %d recipients, at most %d: send to more through a group", n, message.MaxRecipients))
 	}
-	if who.Role != model.RoleTunnel || author == "" || author == who.DID {
+	return nil
+}
+
+// tunnelSpeaksFor refuses a tunnel's dispatch whose author is a local
+// identity, one that holds a token: msg.from (unless it is a group, which
+// a tunnel may bridge) and msg.source (the logical sender wherever it is
+// set: threads, blocks, Mails and readers all take it for the author). A
+// tunnel brings in the people of its platform, and a message it wrote in
+// an agent's name would land in that agent's conversations as the agent's
+// own. (The tunnel itself may be the author.) The same rule keeps a tunnel
+// from routing a local identity (checkTunnelRoutes).
+func (s *Service) tunnelSpeaksFor(ctx context.Context, who model.Identity, c *checked) error {
+	if who.Role != model.RoleTunnel {
 		return nil
 	}
-	toks, err := s.st.ListTokens(ctx, author, 1)
-	if err != nil {
-		return err
-	}
-	if len(toks) > 0 {
-		return &model.Error{Kind: model.ErrForbidden, Field: field, Message: fmt.Sprintf(
-			"%s is a local identity (it has a token): a tunnel dispatches for the people of its platform, not as local agents", author)}
+	for _, a := range []struct{ did, field string }{{c.msg.From, "msg.from"}, {c.msg.Source, "msg.source"}} {
+		if a.did == "" || a.did == who.DID || (a.field == "msg.from" && c.isGroup) {
+			continue
+		}
+		toks, err := s.st.ListTokens(ctx, a.did, 1)
+		if err != nil {
+			return err
+		}
+		if len(toks) > 0 {
+			return &model.Error{Kind: model.ErrForbidden, Field: a.field, Message: fmt.Sprintf(
+				"%s is a local identity (it has a token): a tunnel dispatches for the people of its platform, not as local agents", a.did)}
+		}
 	}
 	return nil
 }
