@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/msgcenter/msgcenter/client"
 	"github.com/msgcenter/msgcenter/model"
@@ -53,16 +54,18 @@ func WriteError(w http.ResponseWriter, status int, code, field, msg string) {
 // Refusal says whether err, from Inbound.Dispatch, is msgcenter refusing
 // the message itself (400, 413, 422: the poster must fix it, retrying
 // changes nothing; 409: its id was used for another message, usually the
-// same message seen twice with different trimmings), and if so with which
-// status and field. Anything else (msgcenter unreachable, its token
-// refused, a proxy's 404 or 408 while it restarts) is the tunnel's own
-// trouble: the message is not stored and the poster should try again.
+// same message seen twice with different trimmings; 403 naming a field of
+// the message: its author is one a tunnel may not write as), and if so
+// with which status and field. Anything else (msgcenter unreachable, its
+// token refused, a proxy's 404 or 408 while it restarts) is the tunnel's
+// own trouble: the message is not stored and the poster should try again.
 func Refusal(err error) (status int, code, field, msg string, ok bool) {
 	var api *client.APIError
 	var fe *model.Error
 	switch {
 	case errors.As(err, &api) && (api.Status == http.StatusBadRequest || api.Status == http.StatusConflict ||
-		api.Status == http.StatusRequestEntityTooLarge || api.Status == http.StatusUnprocessableEntity):
+		api.Status == http.StatusRequestEntityTooLarge || api.Status == http.StatusUnprocessableEntity ||
+		(api.Status == http.StatusForbidden && strings.HasPrefix(api.Field, "msg."))):
 		return api.Status, api.Code, api.Field, api.Message, true
 	case errors.As(err, &fe) && errors.Is(err, model.ErrInvalid):
 		return http.StatusBadRequest, wire.CodeInvalid, fe.Field, fe.Message, true
