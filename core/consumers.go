@@ -20,14 +20,14 @@ const (
 	maxFilterText   = 1024
 )
 
+// MaxAgentConsumers bounds the consumers an agent may create for itself;
+// those an admin made for it count too, but an admin may go past it.
+const MaxAgentConsumers = 100
+
 // CreateConsumer creates a durable consumer of a source box. The caller
 // must be able to read the source box; the consumer is the caller's unless
 // an admin names another owner. Records the source already holds are
 // taken from the start position by the fan-out, in batches.
-// MaxAgentConsumers bounds the consumers an agent owns (an admin's are not
-// counted against it).
-const MaxAgentConsumers = 100
-
 func (s *Service) CreateConsumer(ctx context.Context, who model.Identity, req *wire.ConsumerRequest) (*wire.ConsumerInfo, error) {
 	owner := req.Owner
 	if owner == "" {
@@ -93,6 +93,11 @@ func (s *Service) CreateConsumer(ctx context.Context, who model.Identity, req *w
 	if !isAdmin(who) {
 		// Each consumer is a copy of every matching message: bounded, or
 		// one token could multiply every write to its box without end.
+		// Counted and created under one lock, or concurrent requests would
+		// all see room. (The lock is a node's: creations racing through
+		// different PostgreSQL nodes may pass the bound by a few.)
+		s.consumerMu.Lock()
+		defer s.consumerMu.Unlock()
 		have, err := s.st.ListConsumers(ctx, store.ConsumerQuery{Owner: owner})
 		if err != nil {
 			return nil, err

@@ -50,6 +50,13 @@ func TestAgentLimits(t *testing.T) {
 	_, err = s.PostSend(ctx, agent("did:alice"), &wire.PostSendRequest{Msg: &message.Message{From: "did:alice",
 		To: dids(message.MaxRecipients + 1), Content: message.Content{Content: "to everyone"}}})
 	field(err, model.ErrInvalid, "msg.to")
+	_, err = s.Dispatch(ctx, tunnel, &wire.DispatchRequest{Msg: &message.Message{From: "did:ext:x",
+		To: dids(message.MaxRecipients + 1), Content: message.Content{Content: "to everyone"}}})
+	field(err, model.ErrInvalid, "msg.to")
+	if _, err := s.PostSend(ctx, admin, &wire.PostSendRequest{Msg: &message.Message{From: "did:alice",
+		To: dids(message.MaxRecipients + 1), Content: message.Content{Content: "an admin's announcement"}}}); err != nil {
+		t.Fatalf("an admin's send to more: %v", err)
+	}
 
 	for i := range MaxAgentConsumers {
 		if _, err := s.CreateConsumer(ctx, eve, &wire.ConsumerRequest{Name: fmt.Sprintf("c%d", i), SourceOwner: eve.DID, SourceBox: "INBOX"}); err != nil {
@@ -60,5 +67,34 @@ func TestAgentLimits(t *testing.T) {
 	field(err, model.ErrConflict, "name")
 	if _, err := s.CreateConsumer(ctx, admin, &wire.ConsumerRequest{Owner: eve.DID, Name: "by-admin", SourceOwner: eve.DID, SourceBox: "INBOX"}); err != nil {
 		t.Fatalf("an admin's consumer past the agent's bound: %v", err)
+	}
+}
+
+// TestAgentConsumerBoundUnderConcurrency: creations racing each other do
+// not all see room under the bound.
+func TestAgentConsumerBoundUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	ctx := context.Background()
+	eve := agent("did:eve")
+	const tries = MaxAgentConsumers + 50
+	errs := make(chan error, tries)
+	for i := range tries {
+		go func() {
+			_, err := s.CreateConsumer(ctx, eve, &wire.ConsumerRequest{Name: fmt.Sprintf("c%d", i), SourceOwner: eve.DID, SourceBox: "INBOX"})
+			errs <- err
+		}()
+	}
+	made := 0
+	for range tries {
+		switch err := <-errs; {
+		case err == nil:
+			made++
+		case !errors.Is(err, model.ErrConflict):
+			t.Fatalf("a creation failed otherwise: %v", err)
+		}
+	}
+	if made != MaxAgentConsumers {
+		t.Fatalf("%d consumers made by %d racing creations, want %d", made, tries, MaxAgentConsumers)
 	}
 }

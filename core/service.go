@@ -127,8 +127,11 @@ type Service struct {
 	listenOnce sync.Once
 	listening  chan struct{} // closed once this node hears other nodes' changes
 
-	schedMu   sync.Mutex
-	schedKick chan struct{}
+	schedMu sync.Mutex
+	// consumerMu makes an agent's count of its consumers and the creation
+	// of one more a single step (CreateConsumer).
+	consumerMu sync.Mutex
+	schedKick  chan struct{}
 	// mailMu keeps the flusher and an admin's flush from writing the same
 	// Mail at once (the loser would only meet a conflict, but log it).
 	mailMu     sync.Mutex

@@ -36,9 +36,10 @@ const IDPrefix = "cymsg:"
 // MaxDIDBytes bounds every DID in a message.
 const MaxDIDBytes = 256
 
-// MaxRecipients bounds msg.to: a message to more goes through a group,
-// whose members an admin sets, rather than any caller writing a record
-// per name it lists (60,000 fit in a 1 MiB message).
+// MaxRecipients bounds the msg.to of a message an agent or a tunnel sends
+// (core checks it when the message is sent, not when a stored one is read
+// again): more go through a group, whose members an admin sets, rather than
+// any caller writing a record per name it lists (60,000 fit in 1 MiB).
 const MaxRecipients = 1_000
 
 // DefaultMaxBytes is the default bound on a message's canonical size.
@@ -144,9 +145,6 @@ func (m *Message) Validate(maxBytes int, fromIsGroup bool) ([]byte, error) {
 	if len(m.To) == 0 && !fromIsGroup {
 		return nil, model.Invalid("msg.to", "at least one recipient is required unless msg.from is a group")
 	}
-	if len(m.To) > MaxRecipients {
-		return nil, model.Invalid("msg.to", fmt.Sprintf("has %d recipients, at most %d: send to more through a group", len(m.To), MaxRecipients))
-	}
 	for i, d := range m.To {
 		if err := CheckDID(fmt.Sprintf("msg.to[%d]", i), d, true); err != nil {
 			return nil, err
@@ -234,6 +232,11 @@ func CheckDID(field, did string, required bool) error {
 	for _, r := range did {
 		if unicode.IsSpace(r) || unicode.IsControl(r) {
 			return model.Invalid(field, "must not contain spaces or control characters")
+		}
+		if unicode.Is(unicode.Cf, r) {
+			// Invisible or reordering (a zero-width space, a right-to-left
+			// override): a DID that shows as another one.
+			return model.Invalid(field, fmt.Sprintf("must not contain invisible format characters (U+%04X)", r))
 		}
 	}
 	return nil
