@@ -241,7 +241,13 @@ func retry(ctx context.Context, log *slog.Logger, fn func() error) error {
 // back otherwise, retried as a whole on deadlock. fn may run more than once,
 // so it must reset whatever it reports.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return retry(ctx, s.log, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+	err := retry(ctx, s.log, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+	if err != nil && !errors.Is(err, model.ErrUnavailable) && unreachable(err) {
+		// A BEGIN or COMMIT that could not reach the server, which fn's
+		// own error wrapping (fail) never saw.
+		err = fmt.Errorf("postgres: %w: %w", model.ErrUnavailable, err)
+	}
+	return err
 }
 
 // reading runs fn on the pool, or, when it reads a whole table, in a
