@@ -170,3 +170,19 @@ func FuzzDecode(f *testing.F) {
 		_, _ = m.Validate(0, false)
 	})
 }
+
+// A DID that would show as another one is refused: invisible and
+// reordering characters, besides spaces and controls.
+func TestCheckDIDRefusesLookAlikes(t *testing.T) {
+	t.Parallel()
+	for _, did := range []string{"did:alice\u200b", "did:\u202ealice", "did:al\u2060ice", "did:alice\ufeff", "did:a lice", "did:alice\n"} {
+		if err := CheckDID("did", did, true); err == nil {
+			t.Errorf("CheckDID(%q) accepted it", did)
+		}
+	}
+	for _, did := range []string{"did:alice", "did:web:example.com/alice", "did:tg:用户:42", "did:émile"} {
+		if err := CheckDID("did", did, true); err != nil {
+			t.Errorf("CheckDID(%q): %v", did, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -210,6 +211,18 @@ func reportError(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
 	return reportHuman(w, cmd, g, err)
 }
 
+// usesPostgres: does cmd (serve, migrate) run on PostgreSQL?
+func usesPostgres(cmd *cobra.Command, g *globals) bool {
+	kind := ""
+	if f := cmd.Flags().Lookup("store"); f != nil {
+		kind = f.Value.String()
+		if !f.Changed {
+			kind = cmp.Or(g.env("MSGCENTER_STORE"), kind)
+		}
+	}
+	return strings.EqualFold(kind, "postgres")
+}
+
 // reportHuman is reportError's rendering for people.
 func reportHuman(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
 	var ue usageError
@@ -250,7 +263,9 @@ func reportHuman(w io.Writer, cmd *cobra.Command, g *globals, err error) int {
 			}
 		} else if cmd != nil && (cmd.Name() == "serve" || cmd.Name() == "migrate") {
 			// Not a server the CLI talks to: the database serve uses.
-			fmt.Fprintln(w, "hint: the store's database could not be reached: check --postgres-url and that PostgreSQL runs there")
+			if usesPostgres(cmd, g) {
+				fmt.Fprintln(w, "hint: the store's database could not be reached: check --postgres-url and that PostgreSQL runs there")
+			}
 		} else {
 			fmt.Fprintf(w, "hint: is `msgcenter serve` running at %s? (set --server or %s)\n", g.Server, envServer)
 		}
