@@ -54,6 +54,8 @@ func TestHTTPTokenAfterATunnelsRoutes(t *testing.T) {
 	const carla = "did:carla"
 	ok[wire.RoutesResult](t, e.do(t, "PUT", "/v1/routes/"+esc(carla), e.tunnel,
 		wire.RoutesRequest{Routes: []model.ContactRoute{{ChatID: "666"}}}))
+	// A tunnel token made first does not open the way.
+	ok[wire.TokenResult](t, e.do(t, "POST", "/v1/tokens", e.admin, wire.TokenRequest{DID: carla, Role: model.RoleTunnel}))
 	req := wire.TokenRequest{DID: carla, Role: model.RoleAgent}
 	if d := wantErr(t, e.do(t, "POST", "/v1/tokens", e.admin, req), http.StatusConflict, wire.CodeConflict, "did"); !strings.Contains(d.Message, "--clear") {
 		t.Fatalf("the refusal does not say how to go on: %q", d.Message)

@@ -66,9 +66,14 @@ func (s *Service) noRoutesYet(ctx context.Context, req *wire.TokenRequest) error
 	if req.Role == model.RoleTunnel {
 		return nil
 	}
-	toks, err := s.st.ListTokens(ctx, req.DID, 1)
-	if err != nil || len(toks) > 0 {
+	toks, err := s.st.ListTokens(ctx, req.DID, 100)
+	if err != nil {
 		return err
+	}
+	for _, t := range toks {
+		if t.Role != model.RoleTunnel {
+			return nil // a local identity already: no tunnel could have routed it since
+		}
 	}
 	routes, err := s.st.Routes(ctx, req.DID)
 	if err != nil || len(routes) == 0 {
