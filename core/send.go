@@ -397,11 +397,11 @@ func (s *Service) tunnelSpeaksFor(ctx context.Context, who model.Identity, c *ch
 		if a.did == "" || a.did == who.DID || (a.field == "msg.from" && c.isGroup) {
 			continue
 		}
-		toks, err := s.st.ListTokens(ctx, a.did, 1)
+		has, err := s.holdsToken(ctx, a.did)
 		if err != nil {
 			return err
 		}
-		if len(toks) > 0 {
+		if has {
 			return &model.Error{Kind: model.ErrForbidden, Field: a.field, Message: fmt.Sprintf(
 				"%s is a local identity (it has a token): a tunnel dispatches for the people of its platform, not as local agents", a.did)}
 		}
