@@ -36,6 +36,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, wire.CodeLeaseLost
 	case errors.Is(err, model.ErrConflict):
 		return http.StatusConflict, wire.CodeConflict
+	case errors.Is(err, model.ErrTooMany):
+		return http.StatusTooManyRequests, wire.CodeTooMany
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, model.ErrUnavailable):
 		return http.StatusServiceUnavailable, wire.CodeUnavailable
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 
@@ -24,9 +25,21 @@ func newStreamRegistry(m *Metrics) *streamRegistry {
 	return &streamRegistry{metrics: m, byOwner: map[string]int{}}
 }
 
-// open counts one stream of kind held by owner; the returned func uncounts it.
-func (s *streamRegistry) open(owner, kind string) func() {
+// MaxAgentStreams bounds the streams an agent's DID holds open on one
+// node: each is a goroutine, buffers and re-reads of the store, and one
+// token opening thousands would weigh on every other client. An admin's
+// (dashboards, relays) are not bounded.
+const MaxAgentStreams = 64
+
+// open counts one stream of kind held by owner; the returned func uncounts
+// it. Past limit (0: none) it counts nothing and answers model.ErrTooMany.
+func (s *streamRegistry) open(owner, kind string, limit int) (func(), error) {
 	s.mu.Lock()
+	if limit > 0 && s.byOwner[owner] >= limit {
+		s.mu.Unlock()
+		return nil, &model.Error{Kind: model.ErrTooMany, Message: fmt.Sprintf(
+			"%s holds %d streams open on this node, the most an agent may; close one (a box's stream carries every change, one per box is enough)", owner, limit)}
+	}
 	s.byOwner[owner]++
 	online := len(s.byOwner)
 	s.mu.Unlock()
@@ -43,7 +56,7 @@ func (s *streamRegistry) open(owner, kind string) func() {
 		if s.metrics != nil {
 			s.metrics.streamOpened(kind, -1, online)
 		}
-	}
+	}, nil
 }
 
 func (s *streamRegistry) count(owner string) int {

@@ -299,13 +299,21 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, who model.Iden
 			Message: "this is a stream: open it as a WebSocket (Upgrade: websocket) or as Server-Sent Events (Accept: text/event-stream)"}})
 		return nil
 	}
+	limit := MaxAgentStreams
+	if who.Role == model.RoleAdmin {
+		limit = 0
+	}
+	release, err := a.streams.open(who.DID, src.kind, limit)
+	if err != nil {
+		return err
+	}
+	defer release()
 	a.endWithToken(r, src)
 	changed := src.watch()
 	first, err := src.fetch(r.Context(), after)
 	if err != nil {
 		return err
 	}
-	defer a.streams.open(who.DID, src.kind)()
 	st := &streamState{src: src, after: after, changed: changed, first: first}
 	if mode == modeWebSocket {
 		a.serveWebSocket(w, r, st)

@@ -20,6 +20,9 @@ var (
 	// restarts, a connection it closed); the same request may work in a
 	// moment.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrTooMany: the caller holds as much open at once as it may (an
+	// agent's streams); it may ask again once it closed some.
+	ErrTooMany = errors.New("too many")
 )
 
 // Error carries a sentinel kind, the offending field (if any) and a message

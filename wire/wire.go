@@ -438,6 +438,9 @@ const (
 	// CodeNotAcceptable answers a stream request that is neither a
 	// WebSocket upgrade nor asks for text/event-stream.
 	CodeNotAcceptable = "not_acceptable"
+	// CodeTooMany answers a request over a per-caller bound on what is
+	// open at once (an agent's streams).
+	CodeTooMany = "too_many_requests"
 )
 
 // WhoAmI answers GET /v1/whoami: whom the caller's token speaks for.
