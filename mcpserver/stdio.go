@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -29,8 +30,9 @@ const drainWait = maxClaimWait + callTimeout
 //
 // It also passes the SDK only lines it can take: the SDK ends the session
 // on a line that is not one JSON-RPC message (a typo, a batch, an id that
-// is an object), dropping the calls in flight. Such a line is answered
-// here with the JSON-RPC error for it, and the session goes on.
+// is an object) or that is longer than it reads (16 MiB), dropping the
+// calls in flight. Such a line is answered here with the JSON-RPC error
+// for it, and the session goes on.
 type draining struct {
 	in  io.Reader
 	buf []byte // what one read of in takes
@@ -39,7 +41,11 @@ type draining struct {
 	changed chan struct{} // closed and replaced when pending shrinks
 	pending map[string]bool
 	inLine  []byte // a request line read in part
-	passing bool   // the line being read is too long to check: passed on as it comes
+	// dropping: the line being read is longer than maxTracked, more than
+	// any request msgcenter would take; its rest is skipped and it is
+	// answered as too large, under dropID (its id, if its start had one).
+	dropping bool
+	dropID   json.RawMessage
 	ready   []byte // checked input, for the SDK
 	inErr   error  // how in ended
 
@@ -94,17 +100,17 @@ func (d *draining) take(chunk []byte) {
 	defer d.mu.Unlock()
 	for len(chunk) > 0 {
 		i := bytes.IndexByte(chunk, '\n')
-		if d.passing {
+		if d.dropping {
 			if i < 0 {
-				d.ready = append(d.ready, chunk...)
 				return
 			}
-			d.ready, d.passing, chunk = append(d.ready, chunk[:i+1]...), false, chunk[i+1:]
+			d.refuse(rpcError(d.dropID, -32600, fmt.Sprintf("invalid request: the line is over %d MiB, more than any message msgcenter takes (1 MiB by default); send less", maxTracked>>20)))
+			d.dropping, d.dropID, chunk = false, nil, chunk[i+1:]
 			continue
 		}
 		if i < 0 {
 			if len(d.inLine)+len(chunk) > maxTracked {
-				d.ready, d.inLine, d.passing = append(append(d.ready, d.inLine...), chunk...), d.inLine[:0], true
+				d.dropping, d.dropID, d.inLine = true, idOfPrefix(d.inLine), d.inLine[:0]
 				return
 			}
 			d.inLine = append(d.inLine, chunk...)
@@ -248,10 +254,35 @@ func (d *draining) wait(deadline time.Time) {
 	}
 }
 
-// maxTracked bounds the part of a line kept to read its id: a longer line
-// (a message of megabytes) is passed on untracked; the SDK bounds lines
-// itself.
+// maxTracked bounds a request line: a longer one is refused (a tools/call
+// carrying the largest message msgcenter takes, 1 MiB by default, each
+// byte escaped as six, stays under it), where the SDK would end the
+// session past its own 16 MiB.
 const maxTracked = 8 << 20
+
+// idOfPrefix finds the id of a JSON-RPC request from the start of its line
+// (a top-level "id" member before any value too long to read), to answer a
+// line too long to read whole under its id.
+func idOfPrefix(prefix []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if k == "id" && len(v) > 0 && strings.ContainsRune(`"-0123456789`, rune(v[0])) {
+			return v
+		}
+	}
+	return nil
+}
 
 // scanLines calls fn with each line that chunk completes (partial holds
 // the line's start from earlier chunks) that decodes as a frame, and

@@ -84,3 +84,24 @@ func serveLines(t *testing.T, srv *testserver.Server, lines ...string) (string, 
 	}
 	return out.String(), time.Since(start)
 }
+
+// A line longer than any request msgcenter would take (17 MiB, past the
+// SDK's own 16 MiB, which ended the session) is answered as too large
+// under its id, and the calls around it are answered too.
+func TestStdinOverlongLineIsAnswered(t *testing.T) {
+	t.Parallel()
+	huge := `{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{"name":"send_message","arguments":{"to":["did:agent:bob"],"text":"` +
+		strings.Repeat("x", 17<<20) + `"}}}`
+	out, _ := serveLines(t, testserver.Start(t, core.Config{}),
+		`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"claim","arguments":{"wait_ms":300}}}`,
+		huge,
+		`{"jsonrpc":"2.0","id":52,"method":"tools/list"}`)
+	for _, want := range []string{`"id":50,"result"`, `"id":52,"result"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the output lacks %s:\n%.2000s", want, out)
+		}
+	}
+	if !strings.Contains(out, `{"jsonrpc":"2.0","id":51,"error":{"code":-32600`) || !strings.Contains(out, "send less") {
+		t.Fatalf("the overlong line's answer is missing:\n%.2000s", out)
+	}
+}
