@@ -46,8 +46,8 @@ type draining struct {
 	// answered as too large, under dropID (its id, if its start had one).
 	dropping bool
 	dropID   json.RawMessage
-	ready   []byte // checked input, for the SDK
-	inErr   error  // how in ended
+	ready    []byte // checked input, for the SDK
+	inErr    error  // how in ended
 
 	outMu   sync.Mutex // one writer on out at a time, and only between lines
 	out     io.Writer
