@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -301,8 +302,11 @@ func (s *Service) Routes(ctx context.Context, who model.Identity, did string) (*
 }
 
 // SetReadState is set_read_state: a reader's receipt for a message,
-// usually a group message. Reading state follows the reader; nobody else's
-// records or receipts change.
+// usually a group message. Reading state follows the reader: a READED
+// receipt also reads the reader's own INBOX copy if it is still UNREAD
+// (its conversation's unread count with it), as the seed's agent loop
+// marks a group message read by its receipt; nobody else's records or
+// receipts change.
 func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wire.ReceiptRequest) (model.Receipt, error) {
 	var zero model.Receipt
 	if req.MsgID == "" {
@@ -375,8 +379,31 @@ func (s *Service) SetReadState(ctx context.Context, who model.Identity, req *wir
 		return zero, model.Invalid("at_ms", fmt.Sprintf("is %s ahead of the server's clock; at most %s is allowed",
 			ahead, maxReceiptSkew))
 	}
-	return s.st.PutReceipt(ctx, model.Receipt{MsgID: req.MsgID, Iss: who.DID, Reader: req.ReaderDID,
+	rc, err := s.st.PutReceipt(ctx, model.Receipt{MsgID: req.MsgID, Iss: who.DID, Reader: req.ReaderDID,
 		GroupID: group, AtMS: at, Status: req.Status, Reason: req.Reason}, now)
+	if err == nil && req.Status == model.ReceiptReaded {
+		err = s.readOwnCopy(ctx, req.ReaderDID, req.MsgID, now)
+	}
+	return rc, err
+}
+
+// readOwnCopy moves reader's INBOX record of msgID from UNREAD to READED,
+// if it has one in that state: a copy claimed, read or archived since is
+// left as it is, and so is one a concurrent change moved first.
+func (s *Service) readOwnCopy(ctx context.Context, reader, msgID string, now int64) error {
+	rec, err := s.st.GetRecord(ctx, model.RecordID(reader, model.Inbox, msgID, ""))
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil || rec.State != model.Unread {
+		return err
+	}
+	_, err = s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: model.Unread, To: model.Readed,
+		Delivery: rec.Delivery, NowMS: now, EventDetail: "read receipt"}, nil)
+	if errors.Is(err, model.ErrConflict) {
+		return nil
+	}
+	return err
 }
 
 // memberReceipt is a group member's read of a group message delivered to
