@@ -155,7 +155,7 @@ func readable(it wire.RecordWithMsg) Message {
 // ClaimInput is claim's input.
 type ClaimInput struct {
 	WaitMS  int64 `json:"wait_ms,omitempty" jsonschema:"wait up to this many milliseconds for a message when the inbox is empty, 0 to 30000 (default 0: answer at once)"`
-	LeaseMS int64 `json:"lease_ms,omitempty" jsonschema:"how long the claim holds the message, in milliseconds (default: the server's, 5 minutes)"`
+	LeaseMS int64 `json:"lease_ms,omitempty" jsonschema:"how long the claim holds the message, in milliseconds, at most 43200000 (12 h; default: the server's, 5 minutes); too short a lease ends before the work does and counts a failed attempt"`
 }
 
 // ClaimOutput is the message claimed, if any.
@@ -279,7 +279,7 @@ func (t *tools) notHeld(ctx context.Context, tool, recordID, leaseID string, err
 	case st == model.DoneState(rec.BoxKind) && tool == "ack":
 		return rec, fmt.Errorf("%s: the message is done already (%s), most likely acked by another claim after this one ended (its lease ran out, or it gave the message back); nothing to do", tool, st)
 	case st == model.DoneState(rec.BoxKind):
-		return rec, fmt.Errorf("%s: the message is done already (%s): acked, by this claim or by another after this one ended; it can no longer fail", tool, st)
+		return rec, fmt.Errorf("%s: the message is done already (%s): acked, by this claim or by another after this one ended; nothing to do", tool, st)
 	case st == model.Dead:
 		return rec, fmt.Errorf("%s: the message is DEAD (dead-lettered) now; this claim no longer holds it", tool)
 	case st == model.HeldState(rec.BoxKind) && rec.Lease != nil && rec.Lease.ExpiresAtMS > time.Now().UnixMilli() &&
@@ -290,14 +290,14 @@ func (t *tools) notHeld(ctx context.Context, tool, recordID, leaseID string, err
 	case st != model.ClaimableState(rec.BoxKind):
 		return rec, fmt.Errorf("%s: the message is %s now; this claim no longer holds it", tool, st)
 	default:
-		return rec, fmt.Errorf("%s: this claim's lease expired and the message went back to the inbox (%s); claim it again to work it", tool, st)
+		return rec, fmt.Errorf("%s: this claim no longer holds the message: it is back in the inbox (%s), its lease having expired or this claim having given it back (fail); claim it again to work it", tool, st)
 	}
 }
 
 // LeaseInput names a claimed message and how much longer to hold it.
 type LeaseInput struct {
 	Claimed
-	LeaseMS int64 `json:"lease_ms,omitempty" jsonschema:"hold it this many milliseconds from now (default: the server's, 5 minutes)"`
+	LeaseMS int64 `json:"lease_ms,omitempty" jsonschema:"hold it this many milliseconds from now, at most 43200000 (12 h; default: the server's, 5 minutes)"`
 }
 
 // LeaseOutput is the lease after extend_lease.

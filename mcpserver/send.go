@@ -16,15 +16,15 @@ import (
 
 // SendInput is send_message's input.
 type SendInput struct {
-	To             []string `json:"to,omitempty" jsonschema:"the recipients' DIDs; leave empty when posting to a group"`
+	To             []string `json:"to,omitempty" jsonschema:"the recipients' DIDs (did:…; a DID no one reads is not refused, so copy them exactly); leave empty when posting to a group"`
 	Group          string   `json:"group,omitempty" jsonschema:"a group's DID to post to, instead of to"`
-	Text           string   `json:"text,omitempty" jsonschema:"the message's body"`
+	Text           string   `json:"text,omitempty" jsonschema:"the message's body (the whole message at most 1 MiB)"`
 	Title          string   `json:"title,omitempty" jsonschema:"a subject line (mail) or title"`
 	Format         string   `json:"format,omitempty" jsonschema:"the body's MIME type, e.g. text/markdown (default: plain text)"`
 	Topic          string   `json:"topic,omitempty" jsonschema:"a conversation topic, to group related messages"`
 	ReplyTo        string   `json:"reply_to,omitempty" jsonschema:"the msg_id of the message this answers"`
 	DelayMS        int64    `json:"delay_ms,omitempty" jsonschema:"deliver after this many milliseconds instead of now (up to 10 years)"`
-	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"a key of your choosing: sending again with the same key sends nothing new"`
+	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"a key of your choosing: sending again with the same key sends nothing new and answers as the first send did (even after cancel_scheduled cancelled it: use a new key to send it again)"`
 }
 
 // SendOutput is what send_message did.
@@ -64,6 +64,17 @@ func (t *tools) send(ctx context.Context, _ *mcp.CallToolRequest, in SendInput) 
 		return nil, out, errors.New("text: the message needs a text (or a title)")
 	case in.DelayMS < 0 || in.DelayMS > maxDelay.Milliseconds():
 		return nil, out, fmt.Errorf("delay_ms: %d is out of range 0..%d (10 years)", in.DelayMS, maxDelay.Milliseconds())
+	}
+	for i, d := range append(in.To, in.Group) {
+		// An agent's "bob" is a slip for a DID: delivered as written, it
+		// would go to an inbox no one reads, answered as delivered.
+		if d != "" && !strings.HasPrefix(d, "did:") {
+			field := fmt.Sprintf("to[%d]", i)
+			if i == len(in.To) {
+				field = "group"
+			}
+			return nil, out, fmt.Errorf("%s: %q is not a DID; give the recipient's DID, like did:agent:bob", field, d)
+		}
 	}
 	m := &message.Message{From: t.did, To: in.To, Content: message.Content{Title: in.Title, Format: in.Format, Content: in.Text}}
 	if in.Group != "" {

@@ -106,10 +106,12 @@ func refused(tool string, err error) error {
 			return fmt.Errorf("%s: not found: %s", tool, msg)
 		case wire.CodeTooLarge:
 			return fmt.Errorf("%s: text: the message is too large (%s); send less, or several messages", tool, msg)
+		case wire.CodeUnauthorized:
+			return fmt.Errorf("%s refused (unauthorized): %s; this session's token no longer works, so no tool will: stop, and have a person issue a new token", tool, msg)
 		}
 		return fmt.Errorf("%s refused (%s): %s", tool, ae.Code, msg)
 	}
-	return fmt.Errorf("%s: msgcenter did not answer: %w", tool, err)
+	return fmt.Errorf("%s: msgcenter did not answer: %w; it may or may not have been done: call again later (a send_message with the same idempotency_key is safe to repeat)", tool, err)
 }
 
 func rfc3339(ms int64) string {
