@@ -150,6 +150,24 @@ func (a *API) getRoutes(w http.ResponseWriter, r *http.Request, who model.Identi
 	return nil
 }
 
+// readConversation is POST /v1/owners/{owner}/conversations/read.
+func (a *API) readConversation(w http.ResponseWriter, r *http.Request, who model.Identity) error {
+	owner, err := pathDID(r, "owner")
+	if err != nil {
+		return err
+	}
+	var req wire.ReadConversationRequest
+	if err := a.decode(w, r, &req, false); err != nil {
+		return err
+	}
+	res, err := a.svc.ReadConversation(r.Context(), who, owner, &req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
 func (a *API) conversations(w http.ResponseWriter, r *http.Request, who model.Identity) error {
 	owner, err := pathDID(r, "owner")
 	if err != nil {

@@ -60,6 +60,7 @@ func callsForEveryRoute(t *testing.T, e *env) []routeCall {
 		{"PUT", "/v1/routes/{did}", "/v1/routes/" + esc(didExt), wire.RoutesRequest{Routes: []model.ContactRoute{}}},
 		{"GET", "/v1/routes/{did}", "/v1/routes/" + esc(didExt), nil},
 		{"GET", "/v1/owners/{owner}/conversations", "/v1/owners/did:alice/conversations", nil},
+		{"POST", "/v1/owners/{owner}/conversations/read", "/v1/owners/did:alice/conversations/read", wire.ReadConversationRequest{ThreadKey: "dm:did:bob"}},
 		{"GET", "/v1/events", "/v1/events", nil},
 		{"GET", "/v1/events/stream", "/v1/events/stream", nil},
 		{"GET", "/v1/owners/{owner}/presence", "/v1/owners/did:alice/presence", nil},

@@ -186,6 +186,7 @@ func (a *API) routes() []route {
 		r("PUT", "/v1/routes/{did}", a.setRoutes),
 		r("GET", "/v1/routes/{did}", a.getRoutes),
 		r("GET", "/v1/owners/{owner}/conversations", a.conversations, "limit", "cursor_updated_at_ms", "cursor_thread_key"),
+		r("POST", "/v1/owners/{owner}/conversations/read", a.readConversation),
 		r("GET", "/v1/owners/{owner}/presence", a.presence),
 		r("GET", "/v1/whoami", a.whoami),
 		r("GET", "/v1/events", a.events, "after", "owner", "limit"),

@@ -135,6 +135,16 @@ func (c *Client) GetRoutes(ctx context.Context, did string) (*wire.RoutesResult,
 
 // Conversations lists an owner's conversations, latest first
 // (GET /v1/owners/{owner}/conversations). limit <= 0 uses the server's default.
+// ReadConversation marks owner's conversation read, whole or up to a seq
+// (POST /v1/owners/{owner}/conversations/read).
+func (c *Client) ReadConversation(ctx context.Context, owner string, req *wire.ReadConversationRequest) (*wire.ReadConversationResult, error) {
+	var out wire.ReadConversationResult
+	if _, err := c.call(ctx, http.MethodPost, "/v1/owners/"+seg(owner)+"/conversations/read", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 func (c *Client) Conversations(ctx context.Context, q wire.ConversationQuery) (*wire.ConversationsResult, error) {
 	v := url.Values{}
 	setLimit(v, q.Limit)

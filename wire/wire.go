@@ -321,6 +321,22 @@ type RoutesResult struct {
 	Routes []model.ContactRoute `json:"routes"`
 }
 
+// ReadConversationRequest is the body of POST
+// /v1/owners/{owner}/conversations/read.
+type ReadConversationRequest struct {
+	ThreadKey string `json:"thread_key"`
+	// UpToSeq, when set, reads only the records up to this INBOX seq (what
+	// the reader has seen); 0 reads the whole conversation.
+	UpToSeq int64 `json:"up_to_seq,omitempty"`
+}
+
+// ReadConversationResult says how many records were read, and More that
+// the conversation holds more unread ones: call again.
+type ReadConversationResult struct {
+	Read int  `json:"read"`
+	More bool `json:"more"`
+}
+
 // ConversationsResult lists an owner's conversations, latest first.
 type ConversationsResult struct {
 	Items []model.Conversation `json:"items"`
