@@ -397,7 +397,7 @@ func (s *Service) tunnelSpeaksFor(ctx context.Context, who model.Identity, c *ch
 		if a.did == "" || a.did == who.DID || (a.field == "msg.from" && c.isGroup) {
 			continue
 		}
-		has, err := s.holdsToken(ctx, a.did)
+		has, err := s.st.HoldsToken(ctx, a.did)
 		if err != nil {
 			return err
 		}

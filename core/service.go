@@ -131,7 +131,6 @@ type Service struct {
 	// consumerMu makes an agent's count of its consumers and the creation
 	// of one more a single step (CreateConsumer).
 	consumerMu sync.Mutex
-	holders    holders // whether a DID holds a token, for a few seconds
 	schedKick  chan struct{}
 	// mailMu keeps the flusher and an admin's flush from writing the same
 	// Mail at once (the loser would only meet a conflict, but log it).

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/msgcenter/msgcenter/message"
 	"github.com/msgcenter/msgcenter/model"
@@ -54,7 +53,6 @@ func (s *Service) CreateToken(ctx context.Context, who model.Identity, req *wire
 	if err := s.st.PutToken(ctx, hash, model.Identity{DID: req.DID, Role: req.Role}, s.nowMS()); err != nil {
 		return nil, err
 	}
-	s.holders.set(req.DID, true, time.Now())
 	return &wire.TokenResult{Token: tok, TokenID: model.TokenID(hash), DID: req.DID, Role: req.Role}, nil
 }
 
@@ -132,7 +130,6 @@ func (s *Service) RevokeToken(ctx context.Context, who model.Identity, id string
 	if err != nil {
 		return nil, err
 	}
-	s.holders.forget(gone.DID)
 	info := tokenInfo(gone)
 	return &info, nil
 }
@@ -142,11 +139,7 @@ func (s *Service) EnsureToken(ctx context.Context, token string, id model.Identi
 	if !strings.HasPrefix(token, tokenPrefix) {
 		return fmt.Errorf("token does not look like a msgcenter token")
 	}
-	if err := s.st.PutToken(ctx, hashToken(token), id, s.nowMS()); err != nil {
-		return err
-	}
-	s.holders.set(id.DID, true, time.Now())
-	return nil
+	return s.st.PutToken(ctx, hashToken(token), id, s.nowMS())
 }
 
 // callerKey carries a request's token and identity (WithCaller).

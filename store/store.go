@@ -155,6 +155,11 @@ type Store interface {
 	// ListTokens lists the tokens bound to did ("" for every DID), oldest
 	// first, at most limit.
 	ListTokens(ctx context.Context, did string, limit int) ([]model.TokenInfo, error)
+	// HoldsToken reports whether any token is bound to did: a tunnel's
+	// every dispatch asks it of its author. Remembered as Token's answers
+	// are: tokens bound or deleted through this store are seen at once,
+	// other nodes' within the store's token TTL.
+	HoldsToken(ctx context.Context, did string) (bool, error)
 	// DeleteToken deletes the one token bound to did ("" for any DID) whose
 	// hash starts with prefix, and returns it: model.ErrNotFound if none
 	// does, model.ErrConflict if more than one does (nothing is deleted

@@ -91,6 +91,8 @@ type Store struct {
 	// remembered, so a new token works everywhere at once and guessing
 	// cannot fill the memory.
 	tokens lookup.Cache[model.Identity]
+	// holders remembers HoldsToken's answers as tokens does identities.
+	holders lookup.Cache[bool]
 	// bodies remembers the message bodies this node wrote or read: a
 	// claim's answer carries its body, and reading it back was a round
 	// trip per claim. Bodies never change under their ids, so there is
@@ -126,7 +128,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: current schema: %w", err)
 	}
 	s := &Store{pool: pool, log: log, channel: channelFor(schema), events: eventHorizon{wait: eventWait},
-		tokens: lookup.Cache[model.Identity]{TTL: tokenTTL}, bodies: bodies.New(bodies.DefaultBytes)}
+		tokens: lookup.Cache[model.Identity]{TTL: tokenTTL}, holders: lookup.Cache[bool]{TTL: tokenTTL}, bodies: bodies.New(bodies.DefaultBytes)}
 	s.contacts.setClock(nil)
 	s.group = newGrouper(s, groupWriters(pool.Config().MaxConns))
 	s.upkeep = s.startUpkeep(s.chores())

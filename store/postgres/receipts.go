@@ -148,6 +148,7 @@ func (s *Store) ListConversations(ctx context.Context, q store.ConversationQuery
 // PutToken binds a token hash to an identity, replacing any earlier binding.
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
 	defer s.tokens.Forget(hash)
+	defer s.holders.Forget(id.DID)
 	// The admin token file's token is registered again at every start:
 	// an event only for a token new to the store (xmax is 0 for a row
 	// the statement inserted, not updated).
@@ -182,6 +183,18 @@ func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) 
 	}
 	id.Role = model.Role(role)
 	return id, nil
+}
+
+// HoldsToken reports whether a token is bound to did, remembered for
+// tokenTTL (see Store.tokens).
+func (s *Store) HoldsToken(ctx context.Context, did string) (bool, error) {
+	return lookup.Remember(&s.holders, did, func() (bool, error) {
+		var has bool
+		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM tokens WHERE did = $1)", did).Scan(&has); err != nil {
+			return false, fail("holds token", err)
+		}
+		return has, nil
+	})
 }
 
 // ListTokens lists stored tokens, oldest first.
@@ -255,5 +268,6 @@ func (s *Store) DeleteToken(ctx context.Context, did, prefix string, nowMS int64
 		return model.TokenInfo{}, fail("delete token", err)
 	}
 	s.tokens.Forget(found[0].Hash)
+	s.holders.Forget(found[0].DID)
 	return found[0], nil
 }

@@ -18,6 +18,7 @@ import (
 // lookups are the Store's caches, one per kind of answer.
 type lookups struct {
 	tokens  lookup.Cache[model.Identity]       // token hash
+	holders lookup.Cache[bool]                 // DID: whether a token is bound to it
 	groups  lookup.Cache[model.GroupDelivery]  // DID: its delivery, "" if not a group
 	routes  lookup.Cache[[]model.ContactRoute] // DID
 	blocked lookup.Cache[bool]                 // owner + "\x00" + sender

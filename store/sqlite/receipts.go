@@ -163,6 +163,7 @@ func (s *Store) LastEventID(ctx context.Context) (int64, error) {
 // PutToken binds a token hash to an identity, replacing any earlier binding.
 func (s *Store) PutToken(ctx context.Context, hash string, id model.Identity, nowMS int64) error {
 	defer s.lk.tokens.Forget(hash)
+	defer s.lk.holders.Forget(id.DID)
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		// The admin token file's token is registered again at every
 		// start: an event only for a token new to the store.
@@ -200,6 +201,18 @@ func (s *Store) token(ctx context.Context, hash string) (model.Identity, error) 
 	}
 	id.Role = model.Role(role)
 	return id, nil
+}
+
+// HoldsToken reports whether a token is bound to did, remembered until a
+// token of did is put or deleted.
+func (s *Store) HoldsToken(ctx context.Context, did string) (bool, error) {
+	return lookup.Remember(&s.lk.holders, did, func() (bool, error) {
+		var has bool
+		if err := s.queryRowContacts(ctx, "SELECT EXISTS (SELECT 1 FROM tokens WHERE did = ?)", did).Scan(&has); err != nil {
+			return false, fmt.Errorf("sqlite: holds token: %w", err)
+		}
+		return has, nil
+	})
 }
 
 // ListTokens lists stored tokens, oldest first.
@@ -267,6 +280,7 @@ func (s *Store) DeleteToken(ctx context.Context, did, prefix string, nowMS int64
 	})
 	if gone.Hash != "" {
 		s.lk.tokens.Forget(gone.Hash)
+		s.lk.holders.Forget(gone.DID)
 	}
 	return gone, err
 }

@@ -30,7 +30,35 @@ func eventTests() []testCase {
 func tokenTests() []testCase {
 	return []testCase{
 		{"PutAndGet", testTokens},
+		{"HoldsTokenFollowsPutAndDelete", testHoldsToken},
 	}
+}
+
+// HoldsToken answers whether a DID holds a token, and a token put or
+// deleted through the store changes the answer at once, remembered or not.
+func testHoldsToken(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	holds := func(did string, want bool, what string) {
+		t.Helper()
+		for range 2 { // asked again: the remembered answer
+			if got, err := s.HoldsToken(ctx, did); err != nil || got != want {
+				t.Fatalf("%s: HoldsToken(%s) = %v, %v; want %v", what, did, got, err, want)
+			}
+		}
+	}
+	holds(alice, false, "before any token")
+	requireNoError(t, s.PutToken(ctx, "sha256:holds-1", model.Identity{DID: alice, Role: model.RoleAgent}, base), "PutToken")
+	holds(alice, true, "after a token was put")
+	holds(bob, false, "another DID")
+	requireNoError(t, s.PutToken(ctx, "sha256:holds-2", model.Identity{DID: alice, Role: model.RoleTunnel}, base+1), "PutToken")
+	if _, err := s.DeleteToken(ctx, "", "sha256:holds-1", base+2); err != nil {
+		t.Fatalf("DeleteToken: %v", err)
+	}
+	holds(alice, true, "with one of two tokens deleted")
+	if _, err := s.DeleteToken(ctx, "", "sha256:holds-2", base+3); err != nil {
+		t.Fatalf("DeleteToken: %v", err)
+	}
+	holds(alice, false, "with every token deleted")
 }
 
 func mustPutReceipt(t *testing.T, s store.Store, r, want model.Receipt) {
