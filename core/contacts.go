@@ -218,11 +218,11 @@ func (s *Service) checkTunnelRoutes(ctx context.Context, who model.Identity, did
 			return model.Forbidden(fmt.Sprintf("%s may set routes of %s only through itself, not through routes[%d].tunnel_did %s", who.DID, did, i, routes[i].TunnelDID))
 		}
 	}
-	toks, err := s.st.ListTokens(ctx, did, 1)
+	has, err := s.st.HoldsToken(ctx, did)
 	if err != nil {
 		return err
 	}
-	if len(toks) > 0 {
+	if has {
 		return model.Forbidden(fmt.Sprintf("%s is a local identity (it has a token); a tunnel may not route it", did))
 	}
 	// Nor one that has sent with post_send: people a tunnel brings in
@@ -398,12 +398,21 @@ func (s *Service) readOwnCopy(ctx context.Context, reader, msgID string, now int
 	if err != nil || rec.State != model.Unread {
 		return err
 	}
-	_, err = s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: model.Unread, To: model.Readed,
-		Delivery: rec.Delivery, NowMS: now, EventDetail: "read receipt"}, nil)
-	if errors.Is(err, model.ErrConflict) {
-		return nil
-	}
+	_, err = s.readUnread(ctx, rec, now, "read receipt")
 	return err
+}
+
+// readUnread moves an UNREAD record to READED as a change of its own (its
+// event with detail, the unread count, a group member's receipt), and
+// says whether it did: a record a concurrent change moved first (a claim)
+// is left as it is.
+func (s *Service) readUnread(ctx context.Context, rec model.Record, now int64, detail string) (bool, error) {
+	_, err := s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: model.Unread, To: model.Readed,
+		Delivery: rec.Delivery, NowMS: now, EventDetail: detail}, nil)
+	if errors.Is(err, model.ErrConflict) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // memberReceipt is a group member's read of a group message delivered to

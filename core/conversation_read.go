@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/msgcenter/msgcenter/message"
@@ -49,13 +48,12 @@ func (s *Service) ReadConversation(ctx context.Context, who model.Identity, owne
 				res.More = true
 				return res, nil
 			}
-			_, err := s.update(ctx, rec, &store.Update{RecordID: rec.RecordID, From: model.Unread, To: model.Readed,
-				Delivery: rec.Delivery, NowMS: s.nowMS(), EventDetail: "conversation read"}, nil)
-			switch {
-			case err == nil:
-				res.Read++
-			case !errors.Is(err, model.ErrConflict):
+			read, err := s.readUnread(ctx, rec, s.nowMS(), "conversation read")
+			if err != nil {
 				return nil, fmt.Errorf("read %s: %w", rec.RecordID, err)
+			}
+			if read {
+				res.Read++
 			}
 			after = rec.Seq
 		}
